@@ -1,0 +1,301 @@
+"""The turn loop: compose, stream, run tool calls, record, yield events.
+
+:meth:`Agent.run_turn` is an async iterator of :mod:`wisp.core.events`. It
+records the prompt (store, then audit), composes the request, streams the
+reply, runs every tool call the model asks for (recording each call and
+result as entries with their audit events), and loops until the model
+answers without a tool call, at most ``agent.max_steps`` requests (issue
+"wisp runs end to end", "Agent loop").
+
+Faults never escape: an :class:`~wisp.core.model.base.EndpointError` ends
+the turn in state ``error`` with the partial reply kept and marked. A
+cancelled task (Esc in the TUI) ends it in state ``stopped``, with what had
+arrived, and re-raises :class:`asyncio.CancelledError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from . import events as ev
+from .context.history import entries_to_messages
+from .context.tokens import estimate_messages
+from .model import base as mb
+from .tools import ToolContext, ToolRegistry
+from .tools.base import check_arguments
+
+SYSTEM_RULES = (
+    "You are wisp, a helpful assistant running on the person's own machine. "
+    "Answer clearly and briefly. Use the tools when you need to read files or "
+    "learn about the machine; do not guess at a file's contents."
+)
+
+#: Below this share of wisp's estimate, a reported prompt count means the
+#: endpoint dropped part of the prompt (issue "wisp runs end to end", "Silent truncation").
+TRUNCATION_RATIO = 0.6
+#: Prompts smaller than this (tokens) are not checked: templates and
+#: tokenizers differ too much on short text.
+TRUNCATION_MIN_TOKENS = 200
+
+
+@dataclass
+class AgentSettings:
+    """Settings for the loop. ``context_window`` and ``reserve`` in tokens."""
+
+    max_steps: int = 20
+    context_window: int | None = None
+    think: str = "auto"
+    system_rules: str = SYSTEM_RULES
+    max_tokens: int | None = None
+
+
+@dataclass
+class _Step:
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    calls: list[mb.ToolCallRequest] = field(default_factory=list)
+    done_reason: str | None = None
+    usage: mb.Usage | None = None
+
+
+class Agent:
+    """Runs turns of one conversation against one endpoint.
+
+    ``store`` is a :class:`wisp.core.store.Store`, ``audit`` a
+    :class:`wisp.core.audit.AuditLog`, ``endpoint`` an
+    :class:`~wisp.core.model.base.Endpoint`, ``tools`` a
+    :class:`~wisp.core.tools.ToolRegistry`, ``config`` a
+    :class:`wisp.core.config.Config` (read by tools).
+    """
+
+    def __init__(self, *, store: Any, audit: Any, endpoint: mb.Endpoint | None,
+                 tools: ToolRegistry, workdir: Path, config: Any = None,
+                 settings: AgentSettings | None = None,
+                 composer: Callable[..., Any] | None = None):
+        self.store = store
+        self.audit = audit
+        self.endpoint = endpoint
+        self.tools = tools
+        self.workdir = Path(workdir)
+        self.config = config
+        self.settings = settings or AgentSettings()
+        self.composer = composer
+        self.last_usage: ev.Usage | None = None
+
+    # --- recording helpers ------------------------------------------------
+
+    async def _record(self, conversation: int, turn: Any, kind: str, content: str, *,
+                      audit_kind: str, payload: dict[str, Any] | None = None, **fields: Any) -> Any:
+        """Store an entry, write its audit event, link the two; returns the Entry."""
+        entry = await self.store.add_entry(conversation, turn.id, kind, content, **fields)
+        body = {"content": content, **{k: v for k, v in fields.items() if v is not None}}
+        if payload:
+            body.update(payload)
+        ref = self.audit.write(audit_kind, body, conversation=conversation,
+                               turn=turn.number, entry=entry.number) if self.audit else None
+        if ref is not None:
+            await self.store.set_entry_audit(entry.id, ref)
+        return entry
+
+    async def compose(self, conversation: int) -> list[mb.Message]:
+        """The messages of the next request: the system rules, then every
+        stored entry of the conversation as chat messages."""
+        if self.composer is not None:
+            return await self.composer(conversation)
+        entries = await self.store.entries(conversation)
+        return [{"role": "system", "content": self.settings.system_rules},
+                *entries_to_messages(entries)]
+
+    # --- the loop -----------------------------------------------------------
+
+    async def run_turn(self, conversation: int, prompt: str) -> AsyncIterator[ev.AgentEvent]:
+        """Run one turn for ``prompt``; yields :mod:`wisp.core.events` in order,
+        ending with :class:`~wisp.core.events.TurnEnded`. Never raises an
+        endpoint error; re-raises ``CancelledError`` after recording the stop."""
+        turn = await self.store.begin_turn(conversation)
+        entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
+        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt)
+
+        state = "done"
+        step = _Step()
+        prompt_tokens = completion_tokens = None
+        try:
+            if self.endpoint is None:
+                raise mb.NoEndpoint("no model endpoint is connected; start Ollama "
+                                    "(ollama serve) or install the local extra (pip install 'wisp[local]')")
+            for step_no in range(self.settings.max_steps):
+                step = _Step()
+                messages = await self.compose(conversation)
+                schemas = self.tools.schemas() if len(self.tools) else None
+                estimate = estimate_messages(messages, schemas)
+                options = mb.ChatOptions(context_window=self.settings.context_window,
+                                         think=self.settings.think,  # type: ignore[arg-type]
+                                         max_tokens=self.settings.max_tokens)
+                async for item in self.endpoint.stream_chat(messages, schemas, options):
+                    if isinstance(item, mb.TextDelta):
+                        step.text.append(item.text)
+                        yield ev.TextDelta(item.text)
+                    elif isinstance(item, mb.ThinkingDelta):
+                        step.thinking.append(item.text)
+                        yield ev.ThinkingDelta(item.text)
+                    elif isinstance(item, mb.ToolCallRequest):
+                        step.calls.append(item)
+                    elif isinstance(item, mb.Usage):
+                        step.usage = item
+                        prompt_tokens = item.prompt_tokens
+                        completion_tokens = item.completion_tokens
+                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate)
+                        self.last_usage = usage
+                        yield usage
+                        warning = truncation_warning(item.prompt_tokens, estimate, self.endpoint.provider)
+                        if warning:
+                            self._audit_event("notice", {"text": warning}, conversation, turn.number)
+                            yield ev.Notice(warning, level="warning")
+                    elif isinstance(item, mb.Waiting):
+                        yield ev.Notice(
+                            f"The server is loading the model ({item.reason}); waiting "
+                            f"{item.delay_s:.0f} s before try {item.attempt + 1} "
+                            f"({item.waited_s:.0f} s so far).")
+                    elif isinstance(item, mb.Done):
+                        step.done_reason = item.reason
+
+                cut = step.done_reason == "length"
+                recorded = await self._record_step_text(conversation, turn, step, cut=cut)
+                for r in recorded:
+                    yield r
+                if cut:
+                    state = "cut"
+                    yield ev.Notice("The reply stopped at the model's output limit and is cut, "
+                                    "not finished. Ask it to go on, or raise the limit.", level="warning")
+                    break
+                if not step.calls:
+                    break
+                for call in step.calls:
+                    async for item in self._run_tool_call(conversation, turn, call):
+                        yield item
+            else:
+                state = "done"
+                yield ev.Notice(f"Stopped after {self.settings.max_steps} model requests in one turn "
+                                "(config agent.max_steps).", level="warning")
+        except asyncio.CancelledError:
+            await self._record_partial(conversation, turn, step, reason="stopped")
+            await self.store.end_turn(turn.id, "stopped", prompt_tokens, completion_tokens)
+            self._audit_event("turn.ended", {"state": "stopped"}, conversation, turn.number)
+            raise
+        except mb.EndpointError as exc:
+            await self._record_partial(conversation, turn, step, reason=exc.kind)
+            message = str(exc) or exc.kind
+            self._audit_event("error", {"kind": exc.kind, "message": message}, conversation, turn.number)
+            await self.store.end_turn(turn.id, "error", prompt_tokens, completion_tokens, error=message)
+            yield ev.Error(exc.kind, message)
+            yield ev.TurnEnded(turn.number, "error")
+            return
+        await self.store.end_turn(turn.id, state, prompt_tokens, completion_tokens)
+        self._audit_event("turn.ended", {"state": state}, conversation, turn.number)
+        yield ev.TurnEnded(turn.number, state)
+
+    def _audit_event(self, kind: str, payload: dict[str, Any], conversation: int, turn: int) -> None:
+        if self.audit is not None:
+            self.audit.write(kind, payload, conversation=conversation, turn=turn)
+
+    async def _record_step_text(self, conversation: int, turn: Any, step: _Step, *,
+                                cut: bool = False, partial: bool = False,
+                                reason: str | None = None) -> list[ev.AgentEvent]:
+        out: list[ev.AgentEvent] = []
+        if step.thinking:
+            await self._record(conversation, turn, "thinking", "".join(step.thinking),
+                               audit_kind="thinking")
+        text = "".join(step.text)
+        if text or partial or not step.calls:
+            meta: dict[str, Any] = {}
+            if cut:
+                meta["cut"] = True
+            if partial:
+                meta["partial"] = True
+                meta["reason"] = reason
+            if step.calls:
+                meta["before_tool_call"] = True
+            entry = await self._record(conversation, turn, "reply", text, audit_kind="response",
+                                       meta=meta or None)
+            out.append(ev.ReplyRecorded(entry.number, text, cut=cut, partial=partial))
+        step.text.clear()
+        step.thinking.clear()
+        return out
+
+    async def _record_partial(self, conversation: int, turn: Any, step: _Step, reason: str) -> None:
+        if step.text or step.thinking:
+            await self._record_step_text(conversation, turn, step, partial=True, reason=reason)
+
+    async def _run_tool_call(self, conversation: int, turn: Any,
+                             call: mb.ToolCallRequest) -> AsyncIterator[ev.AgentEvent]:
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+        entry = await self._record(conversation, turn, "tool_call",
+                                   json.dumps(arguments, ensure_ascii=False),
+                                   audit_kind="tool.call", tool_name=call.name,
+                                   tool_call_id=call.id, arguments=arguments)
+        yield ev.ToolCall(entry.number, call.id, call.name, arguments)
+        tool = self.tools.get(call.name)
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        if tool is None:
+            names = ", ".join(self.tools.names) or "none"
+            content, ok, meta = f"error: no tool named {call.name!r}; the tools are: {names}", False, {}
+        elif call.raw_arguments is not None and not arguments:
+            content, ok, meta = (f"error: the arguments were not valid JSON: {call.raw_arguments[:200]}; "
+                                 "send a JSON object"), False, {}
+        else:
+            problem = check_arguments(tool, arguments)
+            if problem:
+                content, ok, meta = problem, False, {}
+            else:
+                ctx = ToolContext(workdir=self.workdir, config=self.config,
+                                  conversation_id=conversation, turn=turn.number,
+                                  emit=queue.put_nowait)
+                task = asyncio.ensure_future(tool.run(arguments, ctx))
+                try:
+                    while not task.done():
+                        getter = asyncio.ensure_future(queue.get())
+                        finished, _ = await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+                        if getter in finished:
+                            yield ev.ToolOutput(call.id, getter.result())
+                        else:
+                            getter.cancel()
+                    while not queue.empty():
+                        yield ev.ToolOutput(call.id, queue.get_nowait())
+                    result = task.result()
+                    content, ok, meta = result.content, result.ok, dict(result.meta)
+                except asyncio.CancelledError:
+                    task.cancel()
+                    raise
+                except Exception as exc:  # a tool's own bug must not end the turn
+                    content, ok, meta = f"error: {call.name} failed: {exc}", False, {}
+        if not ok:
+            meta["error"] = True
+        result_entry = await self._record(conversation, turn, "tool_result", content,
+                                          audit_kind="tool.result", tool_name=call.name,
+                                          tool_call_id=call.id, meta=meta or None)
+        yield ev.ToolResult(result_entry.number, call.id, call.name, content, ok, meta)
+
+
+def truncation_warning(reported: int | None, estimated: int, provider: str) -> str | None:
+    """A warning when the endpoint counted far fewer prompt tokens than wisp
+    sent (it silently dropped the start of the prompt), else None.
+
+    ``reported`` and ``estimated`` in tokens. The advice names the setting to
+    change for the provider (Ollama: ``model.context_window``, sent as
+    ``num_ctx``; llama.cpp and others: the server's own context size).
+    """
+    if reported is None or estimated < TRUNCATION_MIN_TOKENS:
+        return None
+    if reported >= estimated * TRUNCATION_RATIO:
+        return None
+    if provider == "ollama":
+        fix = "raise the window: /config set model.context_window 16384 (sent as Ollama's num_ctx)"
+    else:
+        fix = ("start the server with a larger context (llama.cpp: -c 16384; vLLM: --max-model-len) "
+               "and set /config set model.context_window to match")
+    return (f"The endpoint counted {reported} prompt tokens but wisp sent about {estimated}: "
+            f"it probably dropped the start of the conversation. To fix it, {fix}.")

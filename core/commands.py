@@ -1,0 +1,152 @@
+"""Slash commands, parsed and run here so that the TUI, the CLI and tests share them.
+
+Each command is an async handler that takes the session and the words after
+the command's name and returns a :class:`CommandResult` of Markdown text.
+No command costs the model anything: none of them calls the endpoint.
+Later issues add ``/fact``, ``/task``, ``/show``, ``/inspect`` and ``/tools``
+by registering more handlers with :func:`command`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from .config import ConfigError
+
+
+@dataclass
+class CommandResult:
+    """What a command shows. ``text`` is Markdown; ``error`` marks a failure;
+    ``title`` names the view; ``data`` is the same material as JSON-ready
+    values for ``--json`` listings."""
+
+    text: str
+    error: bool = False
+    title: str | None = None
+    data: Any = None
+
+
+Handler = Callable[[Any, list[str], str], Awaitable[CommandResult]]
+
+
+@dataclass
+class Command:
+    """A registered slash command: its handler, usage line and one-line help."""
+
+    name: str
+    handler: Handler
+    usage: str
+    help: str
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, usage: str, help: str, aliases: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
+    """Register a handler as ``/name``."""
+
+    def wrap(fn: Handler) -> Handler:
+        cmd = Command(name, fn, usage, help, aliases)
+        COMMANDS[name] = cmd
+        for alias in aliases:
+            COMMANDS[alias] = cmd
+        return fn
+
+    return wrap
+
+
+def is_command(text: str) -> bool:
+    """True when the prompt is a slash command (``/word``), not a path like ``/etc/x``
+    sent as a prompt: the first word must be a registered command or look like one."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or stripped.startswith("//"):
+        return False
+    first = stripped[1:].split(maxsplit=1)[0] if len(stripped) > 1 else ""
+    return "/" not in first
+
+
+async def run_command(session: Any, text: str) -> CommandResult:
+    """Parse and run one slash command line against ``session`` (a
+    :class:`wisp.core.session.Session`). Never raises for bad input: an
+    unknown command or bad arguments give a result with ``error=True`` that
+    says what to type instead."""
+    stripped = text.strip()[1:]
+    name, _, rest = stripped.partition(" ")
+    name = name.lower()
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        close = difflib.get_close_matches(name, list(COMMANDS), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join('/' + c for c in close)}?" if close else ""
+        return CommandResult(f"No command /{name}.{hint} Type /help for the list.", error=True)
+    try:
+        words = shlex.split(rest)
+    except ValueError:
+        words = rest.split()
+    try:
+        return await cmd.handler(session, words, rest.strip())
+    except ConfigError as exc:
+        return CommandResult(str(exc), error=True)
+
+
+def help_text() -> str:
+    """The commands and keys as Markdown (F1 and /help show it)."""
+    seen: set[str] = set()
+    rows = []
+    for cmd in COMMANDS.values():
+        if cmd.name in seen:
+            continue
+        seen.add(cmd.name)
+        rows.append(f"| `{cmd.usage}` | {cmd.help} |")
+    keys = [
+        ("Enter", "send the prompt"),
+        ("Shift+Enter, Ctrl+J", "insert a newline"),
+        ("Up / Down", "walk the history of prompts (at the first or last line)"),
+        ("Esc", "stop a streaming reply"),
+        ("F1", "this help"),
+        ("Ctrl+Q", "quit"),
+    ]
+    return "\n".join([
+        "## Commands", "", "| command | what it does |", "|---|---|", *rows, "",
+        "## Keys", "", "| key | what it does |", "|---|---|",
+        *[f"| {k} | {v} |" for k, v in keys],
+    ])
+
+
+@command("help", "/help", "show the commands and keys")
+async def _help(session: Any, words: list[str], rest: str) -> CommandResult:
+    return CommandResult(help_text(), title="help")
+
+
+def _format_value(value: Any) -> str:
+    return json.dumps(value)
+
+
+@command("config", "/config [get KEY | set KEY VALUE | unset KEY]",
+         "show or change settings (on/off for booleans)")
+async def _config(session: Any, words: list[str], rest: str) -> CommandResult:
+    cfg = session.config
+    if not words or words[0] == "list":
+        rows = [f"| `{k}` | `{_format_value(v)}` | {'default' if d else 'set'} |" for k, v, d in cfg.items()]
+        data = {k: v for k, v, _ in cfg.items()}
+        return CommandResult("| key | value | |\n|---|---|---|\n" + "\n".join(rows), title="config", data=data)
+    verb = words[0]
+    if verb == "get" and len(words) == 2:
+        value = cfg.get(words[1])
+        return CommandResult(f"`{words[1]}` = `{_format_value(value)}`", data={words[1]: value})
+    if verb == "set" and len(words) >= 3:
+        key = words[1]
+        raw = rest.split(None, 2)[2] if len(rest.split(None, 2)) == 3 else " ".join(words[2:])
+        value = cfg.set(key, raw)
+        return CommandResult(f"Set `{key}` = `{_format_value(value)}`. It applies from the next request "
+                             "(endpoint settings from the next start).", data={key: value})
+    if verb == "unset" and len(words) == 2:
+        cfg.unset(words[1])
+        return CommandResult(f"Unset `{words[1]}`; it is back to its default "
+                             f"`{_format_value(cfg.get(words[1]))}`.")
+    return CommandResult("Usage: /config, /config get KEY, /config set KEY VALUE, /config unset KEY",
+                         error=True)

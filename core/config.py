@@ -1,0 +1,671 @@
+"""The config file, ``~/.wisp/config.json``: load, validate, dotted get/set.
+
+Rules (issue "wisp runs end to end", "Config"; DESIGN.md, "Where things live"):
+
+- The file is ``<wisp_home()>/config.json``; ``WISP_HOME`` moves the home.
+- Every key is dotted (``model.name``) and known: :data:`SCHEMA` gives its
+  type and default. A missing file means every key has its default.
+- The file holds JSON objects nested by the dots (``{"model": {"name": "x"}}``);
+  a flat dotted key at any level (``{"model.name": "x"}``) is read too. Writes
+  always use the nested form and only hold the keys that were set.
+- ``set`` takes a value from the command line as text and parses it by the
+  key's type: ``on``/``off``/``true``/``false``/``yes``/``no`` (and ``1``/``0``)
+  for booleans; integers; numbers; lists as JSON ``["a","b"]`` or
+  comma-separated ``a,b``; ``null``, ``none`` or an empty value clears an
+  optional key.
+- An unknown key gets an error naming the closest keys. A wrong type gets one
+  naming the type expected, with an example. A malformed file gets its path,
+  line and column, and is never overwritten.
+- Writes are atomic (temp file in the same directory, fsync, ``os.replace``)
+  with mode 0600.
+- No key holds an API key: ``model.api_key_env`` holds only the *name* of the
+  environment variable that does (issue "wisp runs end to end", "Model
+  endpoints").
+
+All errors are :class:`ConfigError`, whose message is one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .paths import atomic_write_private, config_path, default_data_dir
+
+__all__ = [
+    "ConfigError",
+    "KeySpec",
+    "SCHEMA",
+    "Config",
+    "suggest_keys",
+    "parse_value",
+    "format_value",
+]
+
+
+class ConfigError(Exception):
+    """A config problem, with a one-line message meant for the person.
+
+    Attributes (each ``None`` when it does not apply):
+
+    - ``key``: the dotted key concerned;
+    - ``path``: the config file concerned;
+    - ``line``, ``column``: 1-based position of a JSON syntax error;
+    - ``suggestions``: the closest known keys, for an unknown key.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        path: Path | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        suggestions: Iterable[str] = (),
+    ) -> None:
+        super().__init__(message.replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
+        self.key = key
+        self.path = path
+        self.line = line
+        self.column = column
+        self.suggestions = list(suggestions)
+
+
+# --- schema ---------------------------------------------------------------
+
+_BOOL_WORDS = {
+    "on": True, "true": True, "yes": True, "1": True,
+    "off": False, "false": False, "no": False, "0": False,
+}
+_NULL_WORDS = {"null", "none", ""}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One known config key.
+
+    - ``key``: dotted name;
+    - ``type``: ``"str"``, ``"int"``, ``"float"``, ``"bool"``, ``"list"`` (a list
+      of strings) or ``"choice"`` (one of ``choices``);
+    - ``default``: the value when the key is not set;
+    - ``optional``: ``None`` (JSON ``null``) is allowed and clears the key;
+    - ``minimum``/``exclusive_min``: lower bound for numbers;
+    - ``unit``: what a number counts (``"tokens"``, ``"seconds"``, ``"bytes"``);
+    - ``example``: a valid value as it would be typed, used in errors;
+    - ``aliases``: extra words accepted for a choice (``"true"`` → ``"on"``);
+    - ``check``: extra validation, returning an error text or ``None``;
+    - ``help``: one line saying what the key does.
+    """
+
+    key: str
+    type: str
+    default: Any
+    optional: bool = False
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    exclusive_min: bool = False
+    unit: str = ""
+    example: str = ""
+    aliases: tuple[tuple[str, str], ...] = ()
+    check: Callable[[Any], str | None] | None = None
+    help: str = ""
+
+    def describe_type(self) -> str:
+        """The type in words, as errors name it (``"an integer (tokens)"``)."""
+        unit = f" ({self.unit})" if self.unit else ""
+        if self.type == "int":
+            text = f"an integer{unit}"
+            if self.minimum is not None:
+                text += f" {'above' if self.exclusive_min else 'of at least'} {int(self.minimum)}"
+        elif self.type == "float":
+            text = f"a number{unit}"
+            if self.minimum is not None:
+                text += f" {'above' if self.exclusive_min else 'of at least'} {self.minimum:g}"
+        elif self.type == "bool":
+            text = "a boolean (on, off, true, false, yes or no)"
+        elif self.type == "list":
+            text = 'a list of strings (JSON ["a","b"] or comma-separated a,b)'
+        elif self.type == "choice":
+            text = "one of " + ", ".join(self.choices)
+        else:
+            text = "a non-empty string"
+        if self.optional:
+            text += ", or null to clear it"
+        return text
+
+
+def _check_endpoint(value: str) -> str | None:
+    if not re.match(r"^https?://[^\s/]+", value):
+        return "a base URL starting with http:// or https://"
+    return None
+
+
+def _check_env_name(value: str) -> str | None:
+    if not _ENV_NAME.match(value):
+        return ("the name of an environment variable (never the key itself), "
+                "made of letters, digits and _")
+    return None
+
+
+def _spec(*args: Any, **kwargs: Any) -> KeySpec:
+    return KeySpec(*args, **kwargs)
+
+
+#: Every known key, in the order ``config list`` shows them.
+SCHEMA: dict[str, KeySpec] = {
+    s.key: s
+    for s in [
+        _spec("model.provider", "choice", "auto", choices=("ollama", "openai", "auto"),
+              example="ollama",
+              help="ollama, openai (OpenAI-compatible) or auto (Ollama, then :8080, then the embedded model)"),
+        _spec("model.endpoint", "str", None, optional=True, example="http://127.0.0.1:11434",
+              check=_check_endpoint, help="the endpoint's base URL"),
+        _spec("model.name", "str", None, optional=True, example="qwen3:8b", help="the model"),
+        _spec("model.context_window", "int", None, optional=True, minimum=1, unit="tokens",
+              example="8192",
+              help="the model's context window; unset asks the endpoint (Ollama's num_ctx)"),
+        _spec("model.api_key_env", "str", None, optional=True, example="OPENAI_API_KEY",
+              check=_check_env_name,
+              help="the environment variable that holds the API key (never the key itself)"),
+        _spec("model.think", "choice", "auto", choices=("on", "off", "auto"), example="off",
+              aliases=(("true", "on"), ("yes", "on"), ("false", "off"), ("no", "off")),
+              help="ask a reasoning model to think (Ollama's think)"),
+        _spec("model.gguf", "str", None, optional=True, example="~/models/model.gguf",
+              help="the GGUF file for the embedded llama.cpp server"),
+        _spec("model.timeout_s", "float", 120.0, minimum=0, exclusive_min=True, unit="seconds",
+              example="120", help="how long to wait for the endpoint"),
+        _spec("model.load_wait_s", "float", 60.0, minimum=0, unit="seconds", example="60",
+              help="how long to wait out a 503 while the server loads the model"),
+        _spec("agent.max_steps", "int", 20, minimum=1, example="20",
+              help="model requests in one turn, at most"),
+        _spec("tools.enabled", "list", ["read_file", "system_info"], example='["read_file","system_info"]',
+              help="the tools the model may call"),
+        _spec("tools.read_file.allow_outside_workdir", "bool", False, example="off",
+              help="let read_file read outside the conversation's working directory"),
+        _spec("tools.read_file.max_bytes", "int", 262144, minimum=1, unit="bytes", example="262144",
+              help="the most read_file returns in one call"),
+        _spec("tools.run_command.timeout_s", "float", 120.0, minimum=0, exclusive_min=True,
+              unit="seconds", example="120", help="how long a command may run"),
+        _spec("tools.run_command.max_output_bytes", "int", 1048576, minimum=1, unit="bytes",
+              example="1048576", help="the most output kept from one command"),
+        _spec("tools.run_command.allow", "list", [], example='["pytest","make"]',
+              help="commands run without asking"),
+        _spec("context.reserve", "int", 1024, minimum=0, unit="tokens", example="1024",
+              help="tokens of the window kept for the reply"),
+        _spec("context.recent_turns", "int", 0, minimum=0, example="0",
+              help="ended turns whose tool outputs stay whole instead of references"),
+        _spec("context.memory", "bool", False, example="on",
+              help="give the model the memory tool"),
+        _spec("audit.enabled", "bool", True, example="on", help="write the audit log"),
+        _spec("audit.max_bytes", "int", 10485760, minimum=1, unit="bytes", example="10485760",
+              help="size at which the audit log starts a new file"),
+        _spec("audit.keep", "int", 5, minimum=1, example="5", help="audit files kept"),
+        _spec("audit.dir", "str", None, optional=True, example="~/wisp-audit",
+              help="where the audit log lives; unset uses the data dir"),
+        _spec("store.path", "str", None, optional=True, example="~/wisp.db",
+              help="the database file; unset uses the data dir"),
+        _spec("memory.enabled", "bool", True, example="on",
+              help="episodic memory across conversations"),
+        _spec("memory.timezone", "str", None, optional=True, example="Europe/Paris",
+              help="time zone for memory dates; unset uses the system's"),
+        _spec("memory.workspace", "str", None, optional=True, example="~/work",
+              help="the workspace episodic memory is scoped to"),
+        _spec("memory.serve_allow_non_loopback", "bool", False, example="off",
+              help="let the memory server listen beyond 127.0.0.1"),
+        _spec("ui.theme", "str", "wisp", example="wisp", help="the Textual theme"),
+    ]
+}
+
+_GROUPS = {k.rsplit(".", i)[0] for k in SCHEMA for i in range(1, k.count(".") + 1)}
+
+
+def suggest_keys(key: str, n: int = 3) -> list[str]:
+    """The known keys closest to ``key``, best first, at most ``n``.
+
+    Uses difflib on the whole dotted name, then keys with the same last part
+    (``max_steps`` → ``agent.max_steps``), then the keys of a group
+    (``model`` → ``model.provider``, …).
+    """
+    keys = list(SCHEMA)
+    out: list[str] = []
+
+    def add(k: str) -> None:
+        if k not in out:
+            out.append(k)
+
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, key, k).ratio(), k) for k in keys), reverse=True
+    )
+    best = scored[0][0]
+    for ratio, k in scored[:n]:
+        if ratio >= 0.6 and ratio >= best - 0.1:
+            add(k)
+    last = key.rsplit(".", 1)[-1].lower()
+    for k in keys:
+        if k.endswith("." + key.lower()) or k.rsplit(".", 1)[-1] == last:
+            add(k)
+    if len(out) < n:
+        lasts = {k.rsplit(".", 1)[-1]: k for k in keys}
+        for m in difflib.get_close_matches(last, list(lasts), n=n, cutoff=0.75):
+            add(lasts[m])
+    if len(out) < n:
+        for k in keys:
+            if k.startswith(key.rstrip(".") + "."):
+                add(k)
+    return out[:n]
+
+
+def _join_or(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _unknown_key_error(key: str, path: Path | None = None) -> ConfigError:
+    where = f"{path}: " if path else ""
+    if key in _GROUPS:
+        near = [k for k in SCHEMA if k.startswith(key + ".")]
+        text = f"{where}'{key}' is a group of keys, not a key; use one of {_join_or(near)}"
+        return ConfigError(text, key=key, path=path, suggestions=near)
+    near = suggest_keys(key)
+    if near:
+        text = f"{where}unknown config key '{key}'; did you mean {_join_or(near)}?"
+    else:
+        text = f"{where}unknown config key '{key}'; `wisp config list` shows the keys"
+    return ConfigError(text, key=key, path=path, suggestions=near)
+
+
+def _spec_for(key: str) -> KeySpec:
+    if not isinstance(key, str) or key not in SCHEMA:
+        raise _unknown_key_error(str(key))
+    return SCHEMA[key]
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
+    """Validate ``value`` for ``key`` and return it in its stored form.
+
+    ``from_text`` (default: whether ``value`` is a ``str``) says that the value
+    was typed on a command line and is parsed by the key's type (see the
+    module docstring). Otherwise it must already have the JSON type: the
+    file's values go through here with ``from_text=False``.
+
+    Returns ``None`` for a cleared optional key, a ``float`` for a number key
+    (an ``int`` is widened), a new list for a list key. Raises
+    :class:`ConfigError` for an unknown key or a value of the wrong type,
+    naming the type expected and an example.
+    """
+    spec = _spec_for(key)
+    text = isinstance(value, str) if from_text is None else from_text
+    original = value
+
+    def bad(why: str | None = None) -> ConfigError:
+        expected = why or spec.describe_type()
+        return ConfigError(
+            f"{key} expects {expected}, such as {spec.example}; got {_short(original)}", key=key
+        )
+
+    if text and isinstance(value, str):
+        raw = value.strip()
+        if spec.optional and raw.lower() in _NULL_WORDS:
+            return None
+        if spec.type == "bool":
+            if raw.lower() not in _BOOL_WORDS:
+                raise bad()
+            value = _BOOL_WORDS[raw.lower()]
+        elif spec.type == "int":
+            try:
+                value = int(raw, 10)
+            except ValueError:
+                raise bad() from None
+        elif spec.type == "float":
+            try:
+                value = float(raw)
+            except ValueError:
+                raise bad() from None
+        elif spec.type == "list":
+            if raw.startswith("["):
+                try:
+                    value = json.loads(raw)
+                except json.JSONDecodeError:
+                    raise bad() from None
+            else:
+                value = [p.strip() for p in raw.split(",") if p.strip()]
+        elif spec.type == "choice":
+            value = raw.lower()
+        else:
+            value = raw
+
+    if value is None:
+        if spec.optional:
+            return None
+        raise bad()
+    if spec.type == "bool":
+        if not isinstance(value, bool):
+            raise bad()
+        return value
+    if spec.type == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad()
+        out: Any = value
+    elif spec.type == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad()
+        out = float(value)
+        if math.isnan(out) or math.isinf(out):
+            raise bad()
+    elif spec.type == "list":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise bad()
+        for v in value:
+            _check_text(key, v, bad)
+        return list(value)
+    elif spec.type == "choice":
+        if isinstance(value, bool) and spec.aliases:
+            value = "true" if value else "false"
+        if not isinstance(value, str):
+            raise bad()
+        value = dict(spec.aliases).get(value, value)
+        if value not in spec.choices:
+            raise bad()
+        return value
+    else:  # str
+        if not isinstance(value, str) or not value:
+            raise bad()
+        _check_text(key, value, bad)
+        if spec.check and (why := spec.check(value)):
+            raise bad(why)
+        return value
+    # numbers: bounds
+    if spec.minimum is not None:
+        if out < spec.minimum or (spec.exclusive_min and out == spec.minimum):
+            raise bad()
+    return out
+
+
+def _check_text(key: str, value: str, bad: Callable[..., ConfigError]) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad("text without unpaired surrogates") from None
+
+
+def format_value(value: Any) -> str:
+    """A value as ``config get`` prints it and ``config set`` reads it back.
+
+    ``None`` → ``null``; booleans → ``true``/``false``; lists → compact JSON;
+    numbers and strings as they are.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+# --- the file ---------------------------------------------------------------
+
+
+def _flatten(obj: dict[str, Any], prefix: str, out: dict[str, Any], dups: list[str]) -> None:
+    for k, v in obj.items():
+        full = f"{prefix}{k}"
+        if isinstance(v, dict) and full not in SCHEMA:
+            _flatten(v, full + ".", out, dups)
+            continue
+        if full in out:
+            dups.append(full)
+        out[full] = v
+
+
+def _read_file(path: Path) -> dict[str, Any] | None:
+    """The parsed top-level object, or ``None`` if the file does not exist."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file", path=path) from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config file: {e.strerror or e}", path=path) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {e.start}); fix or remove the file, it was left unchanged",
+            path=path,
+        ) from None
+    if not text.strip():
+        return {}
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(
+            f"{path}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; "
+            "fix it by hand, wisp left the file unchanged",
+            path=path, line=e.lineno, column=e.colno,
+        ) from None
+    if not isinstance(obj, dict):
+        raise ConfigError(
+            f"{path}: the config must be a JSON object such as {{\"model\": {{\"name\": \"qwen3:8b\"}}}}; "
+            "wisp left the file unchanged",
+            path=path, line=1, column=1,
+        )
+    return obj
+
+
+class Config:
+    """The config: known keys with their values, backed by one JSON file.
+
+    Build it with :meth:`load`. ``Config()`` with no arguments is all defaults
+    and points at :func:`wisp.core.paths.config_path`.
+
+    Attributes:
+
+    - ``path``: the config file (it may not exist);
+    - ``problems``: one-line texts for unknown or invalid keys found in the
+      file by a non-strict load (their values are kept in the file but not
+      used).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None,
+                 values: dict[str, Any] | None = None) -> None:
+        """``values`` maps dotted keys to values, validated as by :func:`parse_value`
+        with ``from_text=False``; raises :class:`ConfigError`."""
+        self.path = Path(path).expanduser() if path is not None else config_path()
+        self._values: dict[str, Any] = {}
+        self._kept: dict[str, Any] = {}  # unknown or invalid entries of the file, preserved
+        self._problems: dict[str, str] = {}
+        for k, v in (values or {}).items():
+            self._values[k] = parse_value(k, v, from_text=False)
+
+    # -- loading ---------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None, *, strict: bool = True) -> "Config":
+        """Read the config file (default :func:`~wisp.core.paths.config_path`).
+
+        A missing (or empty) file gives all defaults. Raises
+        :class:`ConfigError` for a malformed file (path, line and column), a
+        top-level value that is not an object, or a file that cannot be read.
+        With ``strict`` (the default) it also raises for unknown keys (naming
+        the closest) and values of the wrong type; with ``strict=False`` those
+        are listed in ``problems`` and ignored. Never writes the file.
+        """
+        cfg = cls(path)
+        cfg._reload(strict=strict)
+        return cfg
+
+    def _reload(self, *, strict: bool) -> None:
+        obj = _read_file(self.path)
+        values: dict[str, Any] = {}
+        kept: dict[str, Any] = {}
+        problems: dict[str, str] = {}
+        if obj:
+            flat: dict[str, Any] = {}
+            dups: list[str] = []
+            _flatten(obj, "", flat, dups)
+            for k, v in flat.items():
+                if k not in SCHEMA:
+                    kept[k] = v
+                    problems[k] = str(_unknown_key_error(k, self.path))
+                    continue
+                try:
+                    values[k] = parse_value(k, v, from_text=False)
+                except ConfigError as e:
+                    kept[k] = v
+                    problems[k] = f"{self.path}: {e}"
+            for d in dups:
+                problems.setdefault(d, f"{self.path}: key '{d}' is given twice; the last one is used")
+        if strict and problems:
+            raise ConfigError("; ".join(problems.values()), path=self.path,
+                              key=next(iter(problems)) if len(problems) == 1 else None)
+        self._values, self._kept, self._problems = values, kept, problems
+
+    @property
+    def problems(self) -> list[str]:
+        """One-line texts for unknown or invalid keys a non-strict load found
+        in the file (their entries are preserved in the file but not used)."""
+        return list(self._problems.values())
+
+    # -- reading ---------------------------------------------------------
+
+    def get(self, key: str) -> Any:
+        """The value of ``key``: the one set, else the default.
+
+        Lists are returned as copies. Raises :class:`ConfigError` for an
+        unknown key, naming the closest keys.
+        """
+        spec = _spec_for(key)
+        value = self._values[key] if key in self._values else spec.default
+        return list(value) if isinstance(value, list) else value
+
+    def is_set(self, key: str) -> bool:
+        """Whether ``key`` is set in the file (``False`` means it has its default)."""
+        _spec_for(key)
+        return key in self._values
+
+    def items(self) -> list[tuple[str, Any, bool]]:
+        """Every known key as ``(key, value, is_default)``, in :data:`SCHEMA` order."""
+        return [(k, self.get(k), k not in self._values) for k in SCHEMA]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every known key and its value (set or default), flat and dotted."""
+        return {k: v for k, v, _ in self.items()}
+
+    @staticmethod
+    def spec(key: str) -> KeySpec:
+        """The :class:`KeySpec` of ``key``; raises :class:`ConfigError` if unknown."""
+        return _spec_for(key)
+
+    @staticmethod
+    def keys() -> list[str]:
+        """Every known key, in :data:`SCHEMA` order."""
+        return list(SCHEMA)
+
+    # -- paths -------------------------------------------------------------
+
+    def _resolve(self, value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (self.path.parent / p)
+
+    @property
+    def db_path(self) -> Path:
+        """The database file: ``store.path`` (``~`` expanded, a relative path
+        taken from the config file's directory), else ``<data dir>/wisp.db``."""
+        value = self.get("store.path")
+        return self._resolve(value) if value else default_data_dir() / "wisp.db"
+
+    @property
+    def audit_dir(self) -> Path:
+        """The audit log's directory: ``audit.dir`` (resolved like
+        :attr:`db_path`), else ``<data dir>/audit``."""
+        value = self.get("audit.dir")
+        return self._resolve(value) if value else default_data_dir() / "audit"
+
+    # -- writing -----------------------------------------------------------
+
+    def set(self, key: str, value: Any) -> Any:
+        """Set ``key`` to ``value`` and save the file atomically (mode 0600).
+
+        A ``str`` value is parsed by the key's type (see the module
+        docstring); ``null``/``none``/empty clears an optional key. The file is
+        read again first, so edits made meanwhile are kept; unknown entries in
+        it are preserved. Returns the value stored (``None`` when cleared).
+        Raises :class:`ConfigError` for an unknown key or a wrong type (nothing
+        is written), or when the file is malformed (it is left byte-for-byte
+        unchanged).
+        """
+        parsed = parse_value(key, value)
+        self._reload(strict=False)
+        self._kept.pop(key, None)
+        self._problems.pop(key, None)
+        if parsed is None:
+            self._values.pop(key, None)
+        else:
+            self._values[key] = parsed
+        self._save()
+        return parsed
+
+    def unset(self, key: str) -> None:
+        """Remove ``key`` from the file so that it has its default again.
+
+        A key that is unknown but present in the file can be unset too, which
+        is how to clean up a stale key. Raises :class:`ConfigError` for a key
+        that is neither known nor in the file, or when the file is malformed
+        (it is left unchanged).
+        """
+        self._reload(strict=False)
+        if key not in SCHEMA and key not in self._kept:
+            raise _unknown_key_error(key)
+        if key not in self._values and key not in self._kept:
+            return
+        self._values.pop(key, None)
+        self._kept.pop(key, None)
+        self._problems.pop(key, None)
+        self._save()
+
+    def _save(self) -> None:
+        nested: dict[str, Any] = {}
+        ordered = [(k, self._values[k]) for k in SCHEMA if k in self._values]
+        ordered += list(self._kept.items())
+        for key, value in ordered:
+            parts = key.split(".")
+            node = nested
+            for i, part in enumerate(parts[:-1]):
+                child = node.setdefault(part, {})
+                if not isinstance(child, dict):
+                    raise ConfigError(
+                        f"{self.path}: '{'.'.join(parts[:i + 1])}' is both a value and a group "
+                        "of keys; fix the file by hand, it was left unchanged",
+                        path=self.path, key=key,
+                    )
+                node = child
+            if parts[-1] in node and isinstance(node[parts[-1]], dict):
+                raise ConfigError(
+                    f"{self.path}: '{key}' is both a value and a group of keys; fix the file by hand, "
+                    "it was left unchanged",
+                    path=self.path, key=key,
+                )
+            node[parts[-1]] = value
+        data = (json.dumps(nested, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            atomic_write_private(self.path, data)
+        except OSError as e:
+            raise ConfigError(f"{self.path}: cannot write the config file: {e.strerror or e}",
+                              path=self.path) from None

@@ -1,0 +1,1 @@
+"""The layered context: what each request to the model is built from."""

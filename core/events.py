@@ -1,0 +1,134 @@
+"""Typed events that one turn of the agent loop yields.
+
+The agent (:mod:`wisp.core.agent`) yields these in order; the TUI only
+renders them and ``wisp ask`` only prints them (DESIGN.md, "How data flows").
+Every event that stands for something recorded carries the entry number it
+was stored under, so a view can link back to ``/show entry N``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """The prompt was recorded (store and audit) as entry ``entry`` of turn ``turn``."""
+
+    conversation: int
+    turn: int
+    entry: int
+    prompt: str
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply's visible text, as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning; shown apart, never part of the reply."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReplyRecorded:
+    """A reply (or the text before a tool call) was stored as entry ``entry``.
+
+    ``cut`` is true when the model stopped at the output limit
+    (``done_reason``/``finish_reason`` ``length``); ``partial`` when an error
+    or a stop ended the stream early.
+    """
+
+    entry: int
+    text: str
+    cut: bool = False
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model called a tool; recorded as entry ``entry`` before it runs."""
+
+    entry: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A piece of a running tool's output, as it streams (e.g. a command's stdout)."""
+
+    call_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool's result, recorded as entry ``entry``. ``ok`` is false for an error."""
+
+    entry: int
+    call_id: str
+    name: str
+    content: str
+    ok: bool = True
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens the endpoint reported for one request (``prompt``, ``completion``),
+    and wisp's own estimate of the prompt it sent (``estimated_prompt``, tokens)."""
+
+    prompt: int | None
+    completion: int | None
+    estimated_prompt: int
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the person should know that is not an error: a wait while the
+    server loads the model, a prompt the endpoint silently truncated, a reply
+    cut at the output limit. ``level`` is ``"info"`` or ``"warning"``."""
+
+    text: str
+    level: str = "info"
+
+
+@dataclass(frozen=True)
+class Error:
+    """The turn could not go on. ``kind`` is the endpoint error's kind
+    (``unreachable``, ``timeout``, ``model_not_found``, ``bad_request``,
+    ``server_error``, ``malformed``, ``stream_error``, ``disconnected``) or
+    ``agent``; ``message`` is one line saying what to do."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The turn is over. ``state`` is ``done``, ``stopped``, ``error`` or ``cut``."""
+
+    turn: int
+    state: str
+
+
+AgentEvent = Union[
+    TurnStarted, TextDelta, ThinkingDelta, ReplyRecorded, ToolCall, ToolOutput,
+    ToolResult, Usage, Notice, Error, TurnEnded,
+]
+
+
+def event_to_dict(event: AgentEvent) -> dict[str, Any]:
+    """The event as a JSON-ready dict with its type under ``"event"``
+    (snake case of the class name), as ``wisp ask --json`` prints it."""
+    name = type(event).__name__
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+    return {"event": snake, **asdict(event)}

@@ -1,0 +1,1 @@
+"""Model endpoints over httpx."""

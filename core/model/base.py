@@ -1,0 +1,224 @@
+"""Shared shapes for model endpoints: messages, stream events and typed errors.
+
+Every endpoint adapter (Ollama's ``/api/chat``, OpenAI-compatible
+``/v1/chat/completions``) turns the wire protocol into the same stream of
+:class:`StreamEvent` objects and raises only :class:`EndpointError` subclasses,
+so the agent loop never sees HTTP.
+
+Messages handed to :meth:`Endpoint.stream_chat` use one neutral shape,
+close to OpenAI's::
+
+    {"role": "system" | "user" | "assistant" | "tool",
+     "content": str,
+     # assistant only, optional:
+     "tool_calls": [{"id": str, "name": str, "arguments": dict}],
+     # tool only:
+     "tool_call_id": str, "name": str}
+
+Tool schemas use OpenAI's function shape, which Ollama also accepts::
+
+    {"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Literal, Protocol, Union
+
+Message = dict[str, Any]
+ToolSchema = dict[str, Any]
+
+
+# --- stream events -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply's visible text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning, never part of the reply.
+
+    Comes from Ollama's ``message.thinking``, OpenAI-compatible
+    ``delta.reasoning_content`` / ``delta.reasoning``, or ``<think>…</think>``
+    inside the content (issue "wisp runs end to end", "Reasoning models").
+    """
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One complete tool call the model asked for.
+
+    ``arguments`` is the decoded JSON object; ``raw_arguments`` keeps the text
+    as sent when it could not be decoded (then ``arguments`` is ``{}``).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    raw_arguments: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts the endpoint reported for one request (tokens)."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The endpoint is not ready (HTTP 503 while loading a model); wisp retries.
+
+    ``attempt`` counts from 1, ``delay_s`` is the pause before the next try
+    (seconds) and ``waited_s`` the time spent waiting so far (seconds).
+    """
+
+    reason: str
+    attempt: int
+    delay_s: float
+    waited_s: float
+
+
+@dataclass(frozen=True)
+class Done:
+    """The stream ended normally.
+
+    ``reason`` is ``"stop"``, ``"length"`` (cut at the output limit),
+    ``"tool_calls"`` or another string the server sent.
+    """
+
+    reason: str
+
+
+StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallRequest, Usage, Waiting, Done]
+
+
+@dataclass
+class ChatOptions:
+    """Per-request settings.
+
+    ``context_window`` (tokens) is sent as Ollama's ``options.num_ctx``;
+    ``think`` is ``"on"``, ``"off"`` or ``"auto"`` (Ollama's ``think``; ``auto``
+    sends nothing); ``max_tokens`` caps the reply (tokens); ``temperature``.
+    """
+
+    context_window: int | None = None
+    think: Literal["on", "off", "auto"] = "auto"
+    max_tokens: int | None = None
+    temperature: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --- errors --------------------------------------------------------------
+
+
+class EndpointError(Exception):
+    """Base of every error an endpoint raises. ``str(err)`` is one line for a person,
+    saying what happened and what to do."""
+
+    kind = "endpoint"
+
+
+class EndpointUnreachable(EndpointError):
+    """Connection refused or host unreachable."""
+
+    kind = "unreachable"
+
+
+class EndpointTimeout(EndpointError):
+    """No answer (or no next chunk) within the configured timeout."""
+
+    kind = "timeout"
+
+
+class ModelNotFound(EndpointError):
+    """The endpoint does not have the model. ``available`` lists the names it has."""
+
+    kind = "model_not_found"
+
+    def __init__(self, message: str, model: str, available: list[str]):
+        super().__init__(message)
+        self.model = model
+        self.available = available
+
+
+class BadRequest(EndpointError):
+    """HTTP 400. ``context_overflow`` is true when the prompt did not fit the window."""
+
+    kind = "bad_request"
+
+    def __init__(self, message: str, context_overflow: bool = False):
+        super().__init__(message)
+        self.context_overflow = context_overflow
+
+
+class ServerError(EndpointError):
+    """HTTP 5xx (after the bounded wait for 503), or another unexpected status."""
+
+    kind = "server_error"
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class MalformedStream(EndpointError):
+    """A line of the NDJSON or SSE stream could not be read."""
+
+    kind = "malformed"
+
+
+class StreamErrorObject(EndpointError):
+    """The server sent an error object inside a stream that began with HTTP 200."""
+
+    kind = "stream_error"
+
+
+class Disconnected(EndpointError):
+    """The connection closed before the stream's last line."""
+
+    kind = "disconnected"
+
+
+class NoEndpoint(EndpointError):
+    """``auto`` found nothing: no Ollama, no OpenAI-compatible server, no embedded model."""
+
+    kind = "no_endpoint"
+
+
+# --- the endpoint protocol ----------------------------------------------
+
+
+class Endpoint(Protocol):
+    """A model endpoint. ``provider`` is ``"ollama"`` or ``"openai"``;
+    ``base_url`` like ``http://127.0.0.1:11434``; ``model`` the model name."""
+
+    provider: str
+    base_url: str
+    model: str
+
+    def stream_chat(
+        self, messages: list[Message], tools: list[ToolSchema] | None, options: ChatOptions
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one chat request. Raises :class:`EndpointError` subclasses only."""
+        ...
+
+    async def list_models(self) -> list[str]:
+        """Model names the endpoint serves. Raises :class:`EndpointError`."""
+        ...
+
+    async def context_length(self) -> int | None:
+        """The model's context window in tokens, if the endpoint says (Ollama ``/api/show``)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        ...

@@ -1,0 +1,384 @@
+"""OpenAI-compatible ``POST /v1/chat/completions`` over httpx (llama.cpp's server, vLLM, LM Studio, …).
+
+The reply streams as server-sent events::
+
+    data: {"choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": null}]}
+    data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1",
+           "function": {"name": "read_file", "arguments": "{\\"pa"}}]}}]}
+    data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+           "function": {"arguments": "th\\": \\"a\\"}"}}]}}]}
+    data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    data: {"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 9}}
+    data: [DONE]
+
+Tool-call argument fragments are joined by ``index``; a call is emitted whole
+when ``finish_reason`` arrives (or at the end of the stream).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator
+
+import httpx
+
+from ._transport import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_LOAD_WAIT_S,
+    DEFAULT_TIMEOUT_S,
+    HttpEndpoint,
+    decode_arguments,
+    error_from_object,
+    new_call_id,
+    short,
+)
+from .base import (
+    ChatOptions,
+    Disconnected,
+    Done,
+    EndpointError,
+    MalformedStream,
+    Message,
+    StreamErrorObject,
+    StreamEvent,
+    ThinkingDelta,
+    ToolCallRequest,
+    ToolSchema,
+    Usage,
+    Waiting,
+)
+from .thinking import ThinkSplitter
+
+DEFAULT_OPENAI_URL = "http://127.0.0.1:8080"
+_SSE_FIELDS = ("event:", "id:", "retry:")
+
+
+def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Neutral messages → OpenAI's ``messages``.
+
+    Assistant tool calls become ``{"id", "type": "function", "function": {"name",
+    "arguments": "<JSON text>"}}``; tool results become ``{"role": "tool",
+    "tool_call_id", "content"}``.
+    """
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        role = msg.get("role", "user")
+        content = msg.get("content") or ""
+        if role == "assistant":
+            item: dict[str, Any] = {"role": "assistant", "content": content}
+            calls = msg.get("tool_calls") or []
+            if calls:
+                item["tool_calls"] = [
+                    {
+                        "id": str(call.get("id") or new_call_id()),
+                        "type": "function",
+                        "function": {
+                            "name": call.get("name", ""),
+                            "arguments": json.dumps(call.get("arguments") or {}),
+                        },
+                    }
+                    for call in calls
+                ]
+            out.append(item)
+        elif role == "tool":
+            out.append({"role": "tool", "tool_call_id": str(msg.get("tool_call_id", "")), "content": content})
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+class _PendingCall:
+    __slots__ = ("id", "name", "arguments")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments = ""
+
+
+class OpenAIEndpoint(HttpEndpoint):
+    """A model behind an OpenAI-compatible server.
+
+    ``base_url`` like ``http://127.0.0.1:8080`` (a trailing ``/v1`` is accepted
+    and dropped). ``api_key`` is sent as ``Authorization: Bearer …`` and kept
+    only in this object's headers (never in its repr). ``timeout_s`` (seconds)
+    bounds connecting and every read; ``load_wait_s`` (seconds) bounds the total
+    wait on HTTP 503.
+
+    Raises only :class:`~wisp.core.model.base.EndpointError` subclasses.
+    """
+
+    provider = "openai"
+    display_name = "The OpenAI-compatible server"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        load_wait_s: float = DEFAULT_LOAD_WAIT_S,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        retry_base_s: float = 0.25,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        super().__init__(
+            base_url,
+            model,
+            timeout_s=timeout_s,
+            load_wait_s=load_wait_s,
+            connect_timeout_s=connect_timeout_s,
+            retry_base_s=retry_base_s,
+            client=client,
+            headers=headers,
+        )
+
+    @staticmethod
+    def normalise_base_url(base_url: str) -> str:
+        url = base_url.strip().rstrip("/")
+        if url.endswith("/v1"):
+            url = url[: -len("/v1")]
+        return url
+
+    def start_hint(self) -> str:
+        return (
+            "Start it (for example `python -m llama_cpp.server --model FILE.gguf --port 8080`), "
+            "or set model.endpoint."
+        )
+
+    async def list_models(self) -> list[str]:
+        """Ids from ``GET /v1/models``, in the server's order. Raises EndpointError."""
+        data = await self.request_json("GET", "/v1/models")
+        models = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(models, list):
+            raise MalformedStream(
+                f"{self.base_url}/v1/models did not list models; is this an OpenAI-compatible server? "
+                "Check model.provider."
+            )
+        return [str(m.get("id")) for m in models if isinstance(m, dict) and m.get("id") is not None]
+
+    async def context_length(self) -> int | None:
+        """Not reported by the OpenAI API: always ``None``."""
+        return None
+
+    def build_body(
+        self, messages: list[Message], tools: list[ToolSchema] | None, options: ChatOptions
+    ) -> dict[str, Any]:
+        """The JSON body for ``/v1/chat/completions``. ``options.extra`` is merged into the body."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai_messages(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = tools
+        if options.max_tokens is not None:
+            body["max_tokens"] = options.max_tokens
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        body.update(options.extra or {})
+        return body
+
+    async def stream_chat(
+        self, messages: list[Message], tools: list[ToolSchema] | None, options: ChatOptions | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one reply from ``POST /v1/chat/completions``.
+
+        Yields ``Waiting`` (503 pauses), ``TextDelta``, ``ThinkingDelta``
+        (``delta.reasoning_content``, ``delta.reasoning`` or ``<think>`` in the
+        content), whole ``ToolCallRequest`` objects, ``Usage``, then ``Done``
+        (``reason`` from ``finish_reason``: ``"length"`` means cut).
+
+        A stream that ends after ``finish_reason`` but without ``data: [DONE]``
+        is taken as finished; one that ends before ``finish_reason`` raises
+        Disconnected. Raises only EndpointError subclasses.
+        """
+        options = options or ChatOptions()
+        path = "/v1/chat/completions"
+        resp: httpx.Response | None = None
+        try:
+            body = self.build_body(messages, tools, options)
+            async for item in self.open_stream(path, body):
+                if isinstance(item, Waiting):
+                    yield item
+                else:
+                    resp = item
+            assert resp is not None
+            if "application/json" in resp.headers.get("content-type", ""):
+                reader = self._read_whole(resp, path)  # the server ignored stream: true
+            else:
+                reader = self._read(resp, path)
+            async for event in reader:
+                yield event
+        except EndpointError:
+            raise
+        except Exception as exc:
+            raise self.unexpected(exc) from exc
+        finally:
+            if resp is not None:
+                await resp.aclose()
+
+    def _stream_error(self, obj: Any) -> StreamErrorObject:
+        message, _ = error_from_object(obj)
+        return StreamErrorObject(
+            f"{self.display_name} reported an error in the middle of the reply: {short(message)}. "
+            "The reply so far is kept; check the server's log and try again."
+        )
+
+    async def _read(self, resp: httpx.Response, path: str) -> AsyncIterator[StreamEvent]:
+        splitter = ThinkSplitter()
+        calls: dict[int, _PendingCall] = {}
+        finish: str | None = None
+        usage_seen = False
+        saw_tool_call = False
+
+        def complete_calls() -> list[ToolCallRequest]:
+            nonlocal saw_tool_call
+            saw_tool_call = saw_tool_call or bool(calls)
+            done = []
+            for index in sorted(calls):
+                pending = calls[index]
+                arguments, raw = decode_arguments(pending.arguments)
+                done.append(
+                    ToolCallRequest(
+                        id=pending.id or new_call_id(), name=pending.name, arguments=arguments, raw_arguments=raw
+                    )
+                )
+            calls.clear()
+            return done
+
+        def finish_events() -> list[StreamEvent]:
+            events: list[StreamEvent] = list(splitter.flush())
+            events.extend(complete_calls())
+            reason = finish or "stop"
+            if saw_tool_call and reason == "stop":
+                reason = "tool_calls"
+            events.append(Done(reason))
+            return events
+
+        async for raw_line in self.stream_lines(resp, path):
+            line = raw_line.strip()
+            if not line or line.startswith(":") or line.startswith(_SSE_FIELDS):
+                continue
+            if not line.startswith("data:"):
+                raise MalformedStream(
+                    f"{self.display_name} at {self.base_url} sent a line that is not server-sent events "
+                    f"({short(line, 60)!r}). The reply so far is kept; try again."
+                )
+            data = line[len("data:") :].strip()
+            if data == "[DONE]":
+                for event in finish_events():
+                    yield event
+                return
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                raise MalformedStream(
+                    f"{self.display_name} at {self.base_url} sent an event that is not JSON "
+                    f"({short(data, 60)!r}). The reply so far is kept; try again."
+                ) from None
+            if not isinstance(obj, dict):
+                raise MalformedStream(
+                    f"{self.display_name} at {self.base_url} sent an event that is not a JSON object. Try again."
+                )
+            if obj.get("error") is not None:
+                raise self._stream_error(obj)
+            for choice in obj.get("choices") or []:
+                delta = choice.get("delta") or {}
+                for key in ("reasoning_content", "reasoning"):
+                    value = delta.get(key)
+                    if isinstance(value, str) and value:
+                        yield ThinkingDelta(value)
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    for event in splitter.feed(content):
+                        yield event
+                for position, frag in enumerate(delta.get("tool_calls") or []):
+                    index = frag.get("index", position)
+                    pending = calls.setdefault(int(index), _PendingCall())
+                    if frag.get("id"):
+                        pending.id = str(frag["id"])
+                    fn = frag.get("function") or {}
+                    name = fn.get("name")
+                    if name and name != pending.name:
+                        pending.name += str(name)
+                    args = fn.get("arguments")
+                    if isinstance(args, str):
+                        pending.arguments += args
+                    elif isinstance(args, dict):
+                        pending.arguments = json.dumps(args)
+                if choice.get("finish_reason"):
+                    finish = str(choice["finish_reason"])
+                    for event in splitter.flush():
+                        yield event
+                    for call in complete_calls():
+                        yield call
+            usage = obj.get("usage")
+            if isinstance(usage, dict) and not usage_seen:
+                usage_seen = True
+                yield Usage(
+                    prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+                    completion_tokens=_int_or_none(usage.get("completion_tokens")),
+                )
+        if finish is not None:
+            for event in finish_events():
+                yield event
+            return
+        raise Disconnected(
+            f"{self.display_name} at {self.base_url} ended the reply before it finished. "
+            "The reply so far is kept; check the server's log and try again."
+        )
+
+    async def _read_whole(self, resp: httpx.Response, path: str) -> AsyncIterator[StreamEvent]:
+        """A non-streamed ``chat.completion`` object, turned into the same events."""
+        try:
+            content = await resp.aread()
+        except Exception as exc:
+            raise self.map_http_error(exc, path, streaming=True) from exc
+        try:
+            obj = json.loads(content)
+        except ValueError:
+            raise MalformedStream(
+                f"{self.display_name} at {self.base_url} sent a reply that is not JSON. Try again."
+            ) from None
+        if not isinstance(obj, dict):
+            raise MalformedStream(f"{self.display_name} at {self.base_url} sent a reply that is not an object.")
+        if obj.get("error") is not None:
+            raise self._stream_error(obj)
+        choice = (obj.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            yield ThinkingDelta(reasoning)
+        splitter = ThinkSplitter()
+        for event in splitter.feed(str(message.get("content") or "")) + splitter.flush():
+            yield event
+        n_calls = 0
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            arguments, raw = decode_arguments(fn.get("arguments"))
+            n_calls += 1
+            yield ToolCallRequest(
+                id=str(call.get("id") or new_call_id()), name=str(fn.get("name") or ""), arguments=arguments,
+                raw_arguments=raw,
+            )
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            yield Usage(_int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")))
+        reason = str(choice.get("finish_reason") or "stop")
+        if n_calls and reason == "stop":
+            reason = "tool_calls"
+        yield Done(reason)
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["OpenAIEndpoint", "to_openai_messages", "DEFAULT_OPENAI_URL"]

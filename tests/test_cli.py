@@ -1,0 +1,138 @@
+"""`wisp` on the command line, run as a real process against fake endpoints on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wisp.core import __version__
+from tests.conftest import write_config
+from tests.fakes import FakeOllama, fault, reply, text, tool_call
+
+WISP = str(Path(sys.executable).parent / "wisp")
+
+
+def wisp(*args: str, cwd: Path | None = None, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([WISP, *args], capture_output=True, text=True, cwd=cwd, input=input,
+                          timeout=timeout, env=os.environ.copy())
+
+
+def audit_events(home: Path) -> list[dict]:
+    events = []
+    for f in sorted((home / "data").rglob("audit-*.jsonl")):
+        events += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    return events
+
+
+def test_version() -> None:
+    r = wisp("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"wisp {__version__}"
+
+
+@pytest.mark.parametrize("home_fixture", ["ollama_home", "openai_home"])
+def test_ask_prints_reply_and_stores_it(request, home_fixture: str, tmp_path: Path) -> None:
+    home, srv = request.getfixturevalue(home_fixture)
+    r = wisp("ask", "hello", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "You said: hello\n"
+    listing = json.loads(wisp("conversations", "--json").stdout)
+    assert listing["total"] == 1
+    conv = listing["conversations"][0]
+    assert conv["turn_count"] == 1 and conv["workdir"] == str(tmp_path)
+    kinds = [e["kind"] for e in audit_events(home)]
+    assert "prompt" in kinds and "response" in kinds
+    prompt = next(e for e in audit_events(home) if e["kind"] == "prompt")
+    assert prompt["payload"]["content"] == "hello" and prompt["conversation"] == conv["id"]
+
+
+def test_ask_continue_keeps_the_conversation(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    assert wisp("ask", "one", cwd=tmp_path).returncode == 0
+    assert wisp("ask", "two", "--continue", cwd=tmp_path).returncode == 0
+    listing = json.loads(wisp("conversations", "--json").stdout)
+    assert listing["total"] == 1 and listing["conversations"][0]["turn_count"] == 2
+    assert "one" in json.dumps(srv.chat_bodies[-1]["messages"])
+
+
+def test_ask_json_streams_events(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    (tmp_path / "a.txt").write_text("apples\n")
+    srv.push(reply(tool_call("read_file", {"path": "a.txt"}), finish="tool_calls"), reply(text("Apples.")))
+    r = wisp("ask", "read a.txt", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    names = [e["event"] for e in events]
+    assert names[0] == "turn_started" and names[-1] == "turn_ended"
+    assert "tool_call" in names and "tool_result" in names
+    result = next(e for e in events if e["event"] == "tool_result")
+    assert "1\tapples" in result["content"]
+
+
+def test_ask_endpoint_down_exits_3_with_one_line(wisp_home: Path, tmp_path: Path) -> None:
+    srv = FakeOllama().start()
+    url = srv.base_url
+    srv.stop()
+    write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": url})
+    r = wisp("ask", "hello", cwd=tmp_path)
+    assert r.returncode == 3
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and url in lines[0] and "Traceback" not in r.stderr
+
+
+def test_ask_fault_mid_stream_exits_3_keeping_partial(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    srv.push(fault.disconnect(text("half an ans")))
+    r = wisp("ask", "hello", cwd=tmp_path)
+    assert r.returncode == 3
+    assert r.stdout.startswith("half an ans")
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_bad_usage_exits_2() -> None:
+    assert wisp("ask").returncode == 2
+    assert wisp("frobnicate").returncode == 2
+    r = wisp("ask", "   ")
+    assert r.returncode == 2 and "empty" in r.stderr
+
+
+def test_config_commands(wisp_home: Path) -> None:
+    r = wisp("config", "set", "context.memory", "on")
+    assert r.returncode == 0
+    assert wisp("config", "get", "context.memory").stdout.strip() == "true"
+    cfg = json.loads((wisp_home / "config.json").read_text())
+    assert cfg["context"]["memory"] is True
+    assert (wisp_home / "config.json").stat().st_mode & 0o777 == 0o600
+    listing = json.loads(wisp("config", "list", "--json").stdout)
+    assert listing["context.memory"] is True and listing["agent.max_steps"] == 20
+    r = wisp("config", "set", "context.memroy", "on")
+    assert r.returncode == 2 and "context.memory" in r.stderr
+    r = wisp("config", "set", "agent.max_steps", "many")
+    assert r.returncode == 2 and "integer" in r.stderr
+
+
+def test_malformed_config_is_reported_and_kept(wisp_home: Path) -> None:
+    path = wisp_home / "config.json"
+    path.write_text('{\n  "model": {\n    "name": "x",\n  }\n}\n')
+    before = path.read_bytes()
+    r = wisp("config", "set", "model.name", "y")
+    assert r.returncode == 2 and "line 4" in r.stderr and "column" in r.stderr
+    r = wisp("ask", "hello")
+    assert r.returncode == 2 and "line 4" in r.stderr
+    assert path.read_bytes() == before
+
+
+def test_conversations_empty(wisp_home: Path) -> None:
+    r = wisp("conversations")
+    assert r.returncode == 0 and "No conversations yet" in r.stdout
+    assert json.loads(wisp("conversations", "--json").stdout) == {"total": 0, "conversations": []}
+
+
+def test_unknown_resume_is_a_usage_error(ollama_home) -> None:
+    r = wisp("ask", "hi", "--resume", "999")
+    assert r.returncode == 2 and "no conversation 999" in r.stderr

@@ -1,0 +1,1 @@
+"""wisp.tui: Textual screens and widgets. No SQL, no HTTP."""

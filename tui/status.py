@@ -1,0 +1,46 @@
+"""The status bar: endpoint, model, state and the tokens of the last request."""
+
+from __future__ import annotations
+
+from textual.reactive import reactive
+from textual.widgets import Static
+
+
+class StatusBar(Static):
+    """One line at the bottom. Set its reactive attributes; it redraws itself.
+
+    ``state`` is ``connecting``, ``ready``, ``streaming``, ``error`` or ``no endpoint``;
+    ``prompt_tokens``/``completion_tokens`` are the last request's counts (tokens).
+    """
+
+    DEFAULT_CSS = """
+    StatusBar { dock: bottom; height: 1; padding: 0 1; background: $panel; color: $text-muted; }
+    StatusBar.-error { color: $error; }
+    StatusBar.-streaming { color: $accent; }
+    """
+
+    endpoint: reactive[str] = reactive("not connected")
+    model: reactive[str] = reactive("")
+    state: reactive[str] = reactive("connecting")
+    prompt_tokens: reactive[int | None] = reactive(None)
+    completion_tokens: reactive[int | None] = reactive(None)
+    window: reactive[int | None] = reactive(None)
+    conversation: reactive[int | None] = reactive(None)
+
+    def render(self) -> str:
+        parts = [f"⏺ {self.state}", self.model or "no model", self.endpoint]
+        if self.prompt_tokens is not None:
+            tok = f"{self.prompt_tokens:,} prompt"
+            if self.window:
+                tok += f" / {self.window:,}"
+            if self.completion_tokens is not None:
+                tok += f" · {self.completion_tokens:,} reply tokens"
+            parts.append(tok)
+        if self.conversation is not None:
+            parts.append(f"conversation {self.conversation}")
+        parts.append("F1 help")
+        return "  │  ".join(parts)
+
+    def watch_state(self, state: str) -> None:
+        self.set_class(state in ("error", "no endpoint"), "-error")
+        self.set_class(state == "streaming", "-streaming")
