@@ -19,7 +19,8 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from . import events as ev
 from .context.history import entries_to_messages
@@ -37,9 +38,10 @@ SYSTEM_RULES = (
 #: Below this share of wisp's estimate, a reported prompt count means the
 #: endpoint dropped part of the prompt (issue "wisp runs end to end", "Silent truncation").
 TRUNCATION_RATIO = 0.6
-#: Prompts smaller than this (tokens) are not checked: templates and
-#: tokenizers differ too much on short text.
-TRUNCATION_MIN_TOKENS = 200
+#: The gap (tokens) between wisp's estimate and the reported count below
+#: which no warning is given: chat templates and tokenizers differ too much
+#: on short text for a smaller gap to mean anything.
+TRUNCATION_MIN_GAP = 512
 
 
 @dataclass
@@ -51,6 +53,34 @@ class AgentSettings:
     think: str = "auto"
     system_rules: str = SYSTEM_RULES
     max_tokens: int | None = None
+
+
+@dataclass
+class TurnRecord:
+    """What :attr:`Agent.after_turn` hooks are told when a turn ends.
+
+    ``reply`` is the model's final readable reply (the text of the last
+    step; thinking and tool calls excluded); ``state`` is ``done``, ``cut``,
+    ``error`` or ``stopped``; times are UTC ISO 8601 strings.
+    """
+
+    conversation: int
+    turn: int
+    turn_id: int
+    prompt: str
+    reply: str
+    state: str
+    started_at: str
+    ended_at: str
+    error: str | None = None
+
+
+#: A hook run before each request of a turn: ``(conversation, turn_number)``
+#: → events to yield (e.g. a fact that changed). Issue "Tools that act" (branch).
+BeforeRequestHook = Callable[[int, int], Awaitable[list[ev.AgentEvent]]]
+#: A hook run when a turn has ended and been recorded → events to yield
+#: before ``TurnEnded`` (facts, running summary, episodic capture).
+AfterTurnHook = Callable[[TurnRecord], Awaitable[list[ev.AgentEvent]]]
 
 
 @dataclass
@@ -85,6 +115,8 @@ class Agent:
         self.settings = settings or AgentSettings()
         self.composer = composer
         self.last_usage: ev.Usage | None = None
+        self.before_request: list[BeforeRequestHook] = []
+        self.after_turn: list[AfterTurnHook] = []
 
     # --- recording helpers ------------------------------------------------
 
@@ -123,12 +155,17 @@ class Agent:
         state = "done"
         step = _Step()
         prompt_tokens = completion_tokens = None
+        final_reply = ""
+        started_at = _now()
         try:
             if self.endpoint is None:
                 raise mb.NoEndpoint("no model endpoint is connected; start Ollama "
                                     "(ollama serve) or install the local extra (pip install 'wisp[local]')")
             for step_no in range(self.settings.max_steps):
                 step = _Step()
+                for hook in self.before_request:
+                    for item in await self._safe_hook(hook, conversation, turn.number):
+                        yield item
                 messages = await self.compose(conversation)
                 schemas = self.tools.schemas() if len(self.tools) else None
                 estimate = estimate_messages(messages, schemas)
@@ -166,6 +203,7 @@ class Agent:
                 cut = step.done_reason == "length"
                 recorded = await self._record_step_text(conversation, turn, step, cut=cut)
                 for r in recorded:
+                    final_reply = r.text
                     yield r
                 if cut:
                     state = "cut"
@@ -182,9 +220,14 @@ class Agent:
                 yield ev.Notice(f"Stopped after {self.settings.max_steps} model requests in one turn "
                                 "(config agent.max_steps).", level="warning")
         except asyncio.CancelledError:
+            partial = "".join(step.text)
             await self._record_partial(conversation, turn, step, reason="stopped")
             await self.store.end_turn(turn.id, "stopped", prompt_tokens, completion_tokens)
             self._audit_event("turn.ended", {"state": "stopped"}, conversation, turn.number)
+            record = TurnRecord(conversation, turn.number, turn.id, prompt, partial or final_reply,
+                                "stopped", started_at, _now())
+            for hook in self.after_turn:
+                await self._safe_hook(hook, record)
             raise
         except mb.EndpointError as exc:
             await self._record_partial(conversation, turn, step, reason=exc.kind)
@@ -192,11 +235,31 @@ class Agent:
             self._audit_event("error", {"kind": exc.kind, "message": message}, conversation, turn.number)
             await self.store.end_turn(turn.id, "error", prompt_tokens, completion_tokens, error=message)
             yield ev.Error(exc.kind, message)
+            record = TurnRecord(conversation, turn.number, turn.id, prompt, "".join(step.text) or final_reply,
+                                "error", started_at, _now(), error=message)
+            for hook in self.after_turn:
+                for item in await self._safe_hook(hook, record):
+                    yield item
             yield ev.TurnEnded(turn.number, "error")
             return
         await self.store.end_turn(turn.id, state, prompt_tokens, completion_tokens)
         self._audit_event("turn.ended", {"state": state}, conversation, turn.number)
+        record = TurnRecord(conversation, turn.number, turn.id, prompt, final_reply, state, started_at, _now())
+        for hook in self.after_turn:
+            for item in await self._safe_hook(hook, record):
+                yield item
         yield ev.TurnEnded(turn.number, state)
+
+    async def _safe_hook(self, hook: Callable[..., Awaitable[list[ev.AgentEvent]]],
+                         *args: Any) -> list[ev.AgentEvent]:
+        """Run a hook; a hook's failure becomes a warning, never a crash."""
+        try:
+            return list(await hook(*args) or [])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            name = getattr(hook, "__qualname__", repr(hook))
+            return [ev.Notice(f"wisp: {name} failed: {exc}", level="warning")]
 
     def _audit_event(self, kind: str, payload: dict[str, Any], conversation: int, turn: int) -> None:
         if self.audit is not None:
@@ -280,6 +343,10 @@ class Agent:
         yield ev.ToolResult(result_entry.number, call.id, call.name, content, ok, meta)
 
 
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def truncation_warning(reported: int | None, estimated: int, provider: str) -> str | None:
     """A warning when the endpoint counted far fewer prompt tokens than wisp
     sent (it silently dropped the start of the prompt), else None.
@@ -288,9 +355,9 @@ def truncation_warning(reported: int | None, estimated: int, provider: str) -> s
     change for the provider (Ollama: ``model.context_window``, sent as
     ``num_ctx``; llama.cpp and others: the server's own context size).
     """
-    if reported is None or estimated < TRUNCATION_MIN_TOKENS:
+    if reported is None or reported <= 0:
         return None
-    if reported >= estimated * TRUNCATION_RATIO:
+    if reported >= estimated * TRUNCATION_RATIO or estimated - reported < TRUNCATION_MIN_GAP:
         return None
     if provider == "ollama":
         fix = "raise the window: /config set model.context_window 16384 (sent as Ollama's num_ctx)"

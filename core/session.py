@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from .agent import Agent, AgentSettings
 from .audit import AuditLog
@@ -127,11 +127,14 @@ class Session:
             load_wait_s=float(c.get("model.load_wait_s")),
         )
 
-    async def connect(self) -> bool:
+    async def connect(self, on_status: Callable[[str], Any] | None = None) -> bool:
         """Resolve the endpoint (which may start the embedded server) and the
-        context window. Returns False and sets ``endpoint_error`` on failure."""
+        context window (config ``model.context_window``, else what the endpoint
+        says, else the embedded server's ``n_ctx``, else 4,096 tokens).
+        ``on_status`` gets a short line before slow steps. Returns False and
+        sets ``endpoint_error`` on failure; never raises an endpoint error."""
         try:
-            resolved = await resolve_endpoint(self.endpoint_settings())
+            resolved = await resolve_endpoint(self.endpoint_settings(), on_status=on_status)
         except mb.EndpointError as exc:
             self.endpoint_error = str(exc)
             self.endpoint_label = "no endpoint"
@@ -140,7 +143,7 @@ class Session:
         self.endpoint = resolved.endpoint
         self.endpoint_label = resolved.label
         self.model_name = resolved.endpoint.model
-        window = self.config.get("model.context_window")
+        window = self.config.get("model.context_window") or resolved.context_window
         if window is None:
             try:
                 window = await resolved.endpoint.context_length()

@@ -42,6 +42,8 @@ from typing import Any, AsyncIterator, Iterable
 import aiosqlite
 
 from .audit import AuditRef
+from .context import schema as context_schema
+from .episodes import schema as episodes_schema
 from .paths import create_private_file, ensure_private_dir
 
 __all__ = [
@@ -121,6 +123,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX entries_turn ON entries (turn_id, number);
     CREATE INDEX entries_kind ON entries (conversation_id, kind, number);
     """,
+    # 2: facts, task, running summaries, calibration (issue "Layered context").
+    context_schema.MIGRATION,
+    # 3: exchanges and memories (issue "Episodic memory").
+    episodes_schema.MIGRATION,
 ]
 
 

@@ -217,6 +217,25 @@ async def test_finish_without_done_marker_is_accepted(make):
     assert events == [TextDelta("Hi"), Done("stop")]
 
 
+async def test_usage_in_every_chunk_reports_the_last(make):
+    def chunk(content, completion, finish=None):
+        return sse({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": completion}})  # fmt: skip
+
+    steps = [chunk("a", 1), chunk("b", 2), chunk("", 3, finish="stop"), sse("[DONE]")]
+    with FakeOpenAI([fault.disconnect(*steps, clean=True)]) as srv:
+        events, error = await collect(make(srv))
+    assert error is None
+    assert events == [TextDelta("a"), TextDelta("b"), Usage(9, 3), Done("stop")]
+
+
+async def test_no_usage_is_fine(make):
+    with FakeOpenAI([reply("x", usage=None)]) as srv:
+        events, error = await collect(make(srv))
+    assert error is None
+    assert events == [TextDelta("x"), Done("stop")]
+
+
 async def test_sse_comments_and_other_fields_are_ignored(make):
     steps = [raw(": keep-alive"), raw("event: message"), raw("id: 7"), delta({"content": "ok"}), delta({}, "stop"),
              sse("[DONE]")]  # fmt: skip

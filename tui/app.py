@@ -52,7 +52,7 @@ class WispApp(App[int]):
         self.session: Session | None = None
         self.turn_worker: Worker[Any] | None = None
         self._first_shown: int | None = None
-        self._closing = False
+        self._session_closing = False
         self.ready = asyncio.Event()
 
     def compose(self) -> ComposeResult:
@@ -93,7 +93,7 @@ class WispApp(App[int]):
         self.status.conversation = s.conversation_id
         if s.conversation_id is not None:
             await self.show_page(s.conversation_id)
-            self.prompt_input.history = await prompt_history(s.store, s.conversation_id)
+            self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
         if self._connect:
             await self.connect()
         self.ready.set()
@@ -102,7 +102,11 @@ class WispApp(App[int]):
         """Resolve the endpoint; show which model and endpoint, or why none."""
         assert self.session is not None
         self.status.state = "connecting"
-        ok = await self.session.connect()
+        async def say(line: str) -> None:
+            self.status.endpoint = line
+            await self.chat.add(Notice(line))
+
+        ok = await self.session.connect(on_status=say)
         self.status.endpoint = self.session.endpoint_label
         self.status.model = self.session.model_name
         self.status.window = self.session.context_window
@@ -238,9 +242,9 @@ class WispApp(App[int]):
 
     async def close_session(self) -> None:
         """Stop a running turn, stop an embedded server and close the store."""
-        if self._closing:
+        if self._session_closing:
             return
-        self._closing = True
+        self._session_closing = True
         if self.turn_worker is not None and self.turn_worker.is_running:
             self.turn_worker.cancel()
             try:

@@ -100,18 +100,18 @@ class AssistantMessage(Vertical):
 
     def __init__(self, text: str = "", *, cut: bool = False, partial: bool = False) -> None:
         super().__init__(classes="assistant-message")
-        self._initial = text
+        self._initial_text = text
         self.text = text
-        self._markdown: Markdown | None = None
+        self._reply_md: Markdown | None = None
         self._stream: MarkdownStream | None = None
         self._thinking: ThinkingBlock | None = None
         self._cut = cut
         self._partial = partial
 
     def compose(self) -> ComposeResult:
-        if self._initial:
-            self._markdown = Markdown(self._initial, classes="reply")
-            yield self._markdown
+        if self._initial_text:
+            self._reply_md = Markdown(self._initial_text, classes="reply")
+            yield self._reply_md
 
     def on_mount(self) -> None:
         self._mark()
@@ -124,19 +124,19 @@ class AssistantMessage(Vertical):
         """Stream a piece of thinking into a collapsed block above the answer."""
         if self._thinking is None:
             self._thinking = ThinkingBlock()
-            if self._markdown is not None:
-                await self.mount(self._thinking, before=self._markdown)
+            if self._reply_md is not None:
+                await self.mount(self._thinking, before=self._reply_md)
             else:
                 await self.mount(self._thinking)
         self._thinking.append(piece)
 
     async def add_text(self, piece: str) -> None:
         """Stream a piece of the answer as Markdown."""
-        if self._markdown is None:
-            self._markdown = Markdown("", classes="reply")
-            await self.mount(self._markdown)
+        if self._reply_md is None:
+            self._reply_md = Markdown("", classes="reply")
+            await self.mount(self._reply_md)
         if self._stream is None:
-            self._stream = Markdown.get_stream(self._markdown)
+            self._stream = Markdown.get_stream(self._reply_md)
         self.text += piece
         await self._stream.write(piece)
 
@@ -144,7 +144,7 @@ class AssistantMessage(Vertical):
         """Mount a tool block after what has streamed so far; later text goes below it."""
         await self.end_stream()
         await self.mount(block)
-        self._markdown = None
+        self._reply_md = None
 
     async def end_stream(self) -> None:
         """Flush and stop the Markdown stream."""

@@ -28,14 +28,14 @@ class PromptInput(TextArea):
 
     def __init__(self, history: list[str] | None = None, **kwargs: object) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)  # type: ignore[arg-type]
-        self.history: list[str] = list(history or [])
+        self.prompt_history: list[str] = list(history or [])
         self._history_index: int | None = None
         self._draft = ""
 
     def add_history(self, text: str) -> None:
         """Remember a sent prompt (consecutive repeats are kept once)."""
-        if text and (not self.history or self.history[-1] != text):
-            self.history.append(text)
+        if text and (not self.prompt_history or self.prompt_history[-1] != text):
+            self.prompt_history.append(text)
         self._history_index = None
 
     def _show(self, text: str) -> None:
@@ -58,22 +58,22 @@ class PromptInput(TextArea):
             event.prevent_default()
             self.insert("\n")
             return
-        if key == "up" and self.cursor_at_first_line and self.history:
+        if key == "up" and self.cursor_at_first_line and self.prompt_history:
             event.stop()
             event.prevent_default()
             if self._history_index is None:
                 self._draft = self.text
-                self._history_index = len(self.history) - 1
+                self._history_index = len(self.prompt_history) - 1
             elif self._history_index > 0:
                 self._history_index -= 1
-            self._show(self.history[self._history_index])
+            self._show(self.prompt_history[self._history_index])
             return
         if key == "down" and self.cursor_at_last_line and self._history_index is not None:
             event.stop()
             event.prevent_default()
-            if self._history_index < len(self.history) - 1:
+            if self._history_index < len(self.prompt_history) - 1:
                 self._history_index += 1
-                self._show(self.history[self._history_index])
+                self._show(self.prompt_history[self._history_index])
             else:
                 self._history_index = None
                 self._show(self._draft)

@@ -28,7 +28,7 @@ class StatusBar(Static):
     conversation: reactive[int | None] = reactive(None)
 
     def render(self) -> str:
-        parts = [f"⏺ {self.state}", self.model or "no model", self.endpoint]
+        parts = [f"● {self.state}", self.model or "no model", self.endpoint]
         if self.prompt_tokens is not None:
             tok = f"{self.prompt_tokens:,} prompt"
             if self.window:

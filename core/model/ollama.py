@@ -283,7 +283,7 @@ class OllamaEndpoint(HttpEndpoint):
                     reason = "tool_calls"
                 yield Done(reason)
                 return
-        return; raise Disconnected(
+        raise Disconnected(
             f"Ollama at {self.base_url} ended the reply before its last line. "
             "The reply so far is kept; check the server's log and try again."
         )

@@ -189,7 +189,8 @@ class OpenAIEndpoint(HttpEndpoint):
 
         Yields ``Waiting`` (503 pauses), ``TextDelta``, ``ThinkingDelta``
         (``delta.reasoning_content``, ``delta.reasoning`` or ``<think>`` in the
-        content), whole ``ToolCallRequest`` objects, ``Usage``, then ``Done``
+        content), whole ``ToolCallRequest`` objects, ``Usage`` (the last one
+        reported, right before the end; absent if the server sent none), then ``Done``
         (``reason`` from ``finish_reason``: ``"length"`` means cut).
 
         A stream that ends after ``finish_reason`` but without ``data: [DONE]``
@@ -232,7 +233,7 @@ class OpenAIEndpoint(HttpEndpoint):
         splitter = ThinkSplitter()
         calls: dict[int, _PendingCall] = {}
         finish: str | None = None
-        usage_seen = False
+        usage: Usage | None = None  # the last one seen (some servers send one per chunk)
         saw_tool_call = False
 
         def complete_calls() -> list[ToolCallRequest]:
@@ -256,6 +257,8 @@ class OpenAIEndpoint(HttpEndpoint):
             reason = finish or "stop"
             if saw_tool_call and reason == "stop":
                 reason = "tool_calls"
+            if usage is not None:
+                events.append(usage)
             events.append(Done(reason))
             return events
 
@@ -316,12 +319,11 @@ class OpenAIEndpoint(HttpEndpoint):
                         yield event
                     for call in complete_calls():
                         yield call
-            usage = obj.get("usage")
-            if isinstance(usage, dict) and not usage_seen:
-                usage_seen = True
-                yield Usage(
-                    prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-                    completion_tokens=_int_or_none(usage.get("completion_tokens")),
+            reported = obj.get("usage")
+            if isinstance(reported, dict):
+                usage = Usage(
+                    prompt_tokens=_int_or_none(reported.get("prompt_tokens")),
+                    completion_tokens=_int_or_none(reported.get("completion_tokens")),
                 )
         if finish is not None:
             for event in finish_events():

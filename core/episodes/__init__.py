@@ -1,0 +1,1 @@
+"""Episodic memory across conversations: capture, refine, query, forget."""
