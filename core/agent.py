@@ -200,6 +200,10 @@ class Agent:
                     elif isinstance(item, mb.Done):
                         step.done_reason = item.reason
 
+                if step.usage is None:  # the endpoint reported none: give wisp's estimate
+                    usage = ev.Usage(None, None, estimate)
+                    self.last_usage = usage
+                    yield usage
                 cut = step.done_reason == "length"
                 recorded = await self._record_step_text(conversation, turn, step, cut=cut)
                 for r in recorded:

@@ -101,7 +101,8 @@ def help_text() -> str:
         if cmd.name in seen:
             continue
         seen.add(cmd.name)
-        rows.append(f"| `{cmd.usage}` | {cmd.help} |")
+        usage = cmd.usage.replace("|", "\\|")
+        rows.append(f"| {usage} | {cmd.help} |")
     keys = [
         ("Enter", "send the prompt"),
         ("Shift+Enter, Ctrl+J", "insert a newline"),

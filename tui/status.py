@@ -23,14 +23,18 @@ class StatusBar(Static):
     model: reactive[str] = reactive("")
     state: reactive[str] = reactive("connecting")
     prompt_tokens: reactive[int | None] = reactive(None)
+    estimated_tokens: reactive[int | None] = reactive(None)
     completion_tokens: reactive[int | None] = reactive(None)
     window: reactive[int | None] = reactive(None)
     conversation: reactive[int | None] = reactive(None)
 
     def render(self) -> str:
         parts = [f"● {self.state}", self.model or "no model", self.endpoint]
-        if self.prompt_tokens is not None:
-            tok = f"{self.prompt_tokens:,} prompt"
+        if self.prompt_tokens is not None or self.estimated_tokens is not None:
+            if self.prompt_tokens is not None:
+                tok = f"{self.prompt_tokens:,} prompt"
+            else:
+                tok = f"~{self.estimated_tokens:,} prompt (estimated)"
             if self.window:
                 tok += f" / {self.window:,}"
             if self.completion_tokens is not None:
