@@ -40,13 +40,13 @@ def embedded_home(wisp_home: Path) -> Path:
     return wisp_home
 
 
-def llama_servers() -> list[int]:
-    out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
+def llama_server_on(port: str) -> list[int]:
+    """PIDs of llama.cpp servers listening on ``port`` (by their command line)."""
+    out = subprocess.run(["pgrep", "-f", f"llama_cpp.server.*--port {port}"], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
 def test_ask_chats_through_the_embedded_model(embedded_home: Path, tmp_path: Path) -> None:
-    before = set(llama_servers())
     r = subprocess.run([WISP, "ask", "Say hello in one short sentence.", "--json"], capture_output=True,
                        text=True, cwd=tmp_path, timeout=300, env=os.environ.copy())
     assert r.returncode == 0, r.stderr
@@ -59,7 +59,8 @@ def test_ask_chats_through_the_embedded_model(embedded_home: Path, tmp_path: Pat
     conv = listing["conversations"][0]
     assert "embedded" in conv["endpoint"] and "SmolLM2" in conv["model"]
     # the server wisp started is gone again
-    assert set(llama_servers()) <= before
+    port = conv["endpoint"].rsplit(":", 1)[1].strip("/")
+    assert port.isdigit() and llama_server_on(port) == []
 
 
 async def test_tui_chats_through_the_embedded_model(embedded_home: Path, tmp_path: Path) -> None:
