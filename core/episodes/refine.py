@@ -1,0 +1,721 @@
+"""Refinement: the model turns batches of new exchanges into memories.
+
+Rules (issue "Episodic memory across conversations", "Refinement"; the
+reference ``enso-episodic-memory.txt``, "How it works" and "What gets
+captured"):
+
+- A run (``wisp memory refine`` once, for cron; every
+  :data:`REFINE_INTERVAL_S` while the TUI runs) reads batches of exchanges
+  awaiting refinement, oldest request first. A batch holds at most
+  :data:`MAX_BATCH_EXCHANGES` (40) exchanges, an excerpt of at most
+  :data:`EXCERPT_BYTES` (4 KiB) of each request and of each reply, and at
+  most :data:`MAX_BATCH_BYTES` (48 KiB) in all; a smaller context window
+  shrinks those (:func:`batch_limits`). Only exchanges of one group are
+  batched together: same workspace, conversation, transport, channel and
+  thread (:func:`group_key`). One run can refine several groups, one batch
+  each, without merging their context.
+- The model is a side call of the conversation's model through the
+  configured endpoint, with thinking off and no tools. It writes concise
+  summaries of requests, decisions, reported outcomes, corrections and
+  unfinished work (routine acknowledgements need none), each at most
+  :data:`MAX_SUMMARY_CHARS` (2,000) characters and linked to its source
+  exchanges, in the format :data:`INSTRUCTIONS` shows and
+  :func:`parse_reply` reads.
+- A failed batch (endpoint error, unreadable reply) releases its exchanges
+  for a later run; a recorded batch is never processed again; with nothing
+  new, no endpoint is resolved and no model call is made.
+- The lock is in the database: a refiner claims a batch by pointing its
+  exchanges at a ``claimed`` row of ``episode_batches`` inside one
+  ``BEGIN IMMEDIATE`` transaction, so two processes never refine the same
+  exchanges. A claim whose process is gone (same host) or older than
+  :data:`CLAIM_LEASE` is released by the next refiner.
+- ``memory.enabled`` false stops refinement (nothing is read or written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Awaitable, Callable
+
+from ..model import base as mb
+from .capture import finalize_pending, memory_enabled
+from .dates import format_local, memory_timezone
+from .ids import format_memory_id, next_memory_number
+
+__all__ = [
+    "REFINE_INTERVAL_S", "MAX_BATCH_EXCHANGES", "EXCERPT_BYTES", "MAX_BATCH_BYTES", "MAX_SUMMARY_CHARS",
+    "CLAIM_LEASE", "INSTRUCTIONS", "RefineFormatError", "Candidate", "Batch", "ParsedMemory",
+    "RefineReport", "group_key", "excerpt", "batch_limits", "plan_batch", "build_messages",
+    "parse_reply", "Refiner", "refine_with_config", "refine_in_session", "read_status",
+]
+
+#: How often the TUI runs refinement (seconds): the reference's 15 minutes.
+REFINE_INTERVAL_S = 15 * 60
+MAX_BATCH_EXCHANGES = 40
+#: Cap of the excerpt of one request or one reply, bytes of UTF-8.
+EXCERPT_BYTES = 4 * 1024
+#: Cap of a batch's exchanges as sent (headers and excerpts), bytes of UTF-8.
+MAX_BATCH_BYTES = 48 * 1024
+MAX_SUMMARY_CHARS = 2000
+#: A claim older than this is abandoned whatever its owner (seconds of a
+#: model call are counted by the endpoint's own timeouts, far below this).
+CLAIM_LEASE = timedelta(minutes=30)
+#: Batches one run refines at most (a run for cron must end).
+MAX_BATCHES_PER_RUN = 50
+#: Tokens the model may write for one batch.
+REPLY_MAX_TOKENS = 2048
+#: Job rows kept for ``status`` (older ones are pruned).
+JOBS_KEPT = 200
+#: Candidates read per claim (metadata and excerpts only).
+_SCAN = 400
+
+INSTRUCTIONS = """\
+You write episodic memories: short notes of what happened in a conversation, so that it can be recalled later.
+You get numbered exchanges [1], [2], ... from one conversation. Each has the person's REQUEST and the assistant's REPLY.
+
+Keep what is worth remembering: what the person asked for, decisions and agreements, outcomes the assistant reported (write "reported", it is not proof), corrections, and unfinished or failed work. Routine acknowledgements, greetings and small talk need no memory.
+
+Answer in exactly this format and nothing else:
+
+MEMORY 1,2
+A few plain sentences about what was asked, decided, reported, corrected or left unfinished.
+END
+
+Write one MEMORY block per separate topic. After the word MEMORY, list the numbers of the exchanges the note comes from. Keep each note under 1,500 characters.
+If nothing is worth keeping, answer with the single word:
+NONE"""
+
+
+class RefineFormatError(ValueError):
+    """The model's reply held neither a MEMORY block nor NONE."""
+
+
+def _now_dt() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _now() -> str:
+    return _now_dt().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# --- batches --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An exchange awaiting refinement, as a batch sees it: ``request`` and
+    ``reply`` hold at most a little over an excerpt of the stored text;
+    ``request_bytes``/``reply_bytes`` are the original sizes."""
+
+    id: int
+    workspace: str
+    conversation_id: int | None
+    transport: str
+    channel: str
+    thread: str
+    requested_at: str
+    outcome: str
+    request: str
+    request_bytes: int
+    reply: str
+    reply_bytes: int
+    error: str | None = None
+
+
+def group_key(ex: Any) -> tuple[str, int | None, str, str, str]:
+    """The group an exchange belongs to: ``(workspace, conversation,
+    transport, channel, thread)``. Only exchanges with the same key are
+    refined together (issue, "Refinement")."""
+    return (ex.workspace, ex.conversation_id, ex.transport, ex.channel, ex.thread or "")
+
+
+def excerpt(text: str, total_bytes: int | None = None, limit: int = EXCERPT_BYTES) -> str:
+    """At most ``limit`` bytes of UTF-8 of ``text`` (mark included), cut on a
+    character boundary and marked when shorter than the original, whose
+    size is ``total_bytes`` (default: the size of ``text``)."""
+    data = (text or "").encode("utf-8", "replace")
+    total = max(int(total_bytes or 0), len(data))
+    if total <= limit and len(data) <= limit:
+        return text or ""
+    mark = f"\n[… excerpt: the first {{kept}} of {total} bytes]"
+    room = max(0, limit - len(mark.format(kept=limit).encode("utf-8")))
+    kept = data[:room].decode("utf-8", "ignore")
+    return kept + mark.format(kept=len(kept.encode("utf-8")))
+
+
+def batch_limits(context_window: int | None) -> tuple[int, int]:
+    """``(max_batch_bytes, excerpt_bytes)`` for a model with that context
+    window (tokens; ``None`` for unknown): the reference's 48 KiB and 4 KiB,
+    shrunk so that the batch, the instructions and the reply fit the
+    window, at about 3 bytes a token."""
+    if not context_window:
+        return MAX_BATCH_BYTES, EXCERPT_BYTES
+    reply = min(REPLY_MAX_TOKENS, max(256, context_window // 4))
+    room = (context_window - reply - 600) * 3
+    total = max(2048, min(MAX_BATCH_BYTES, room))
+    each = max(512, min(EXCERPT_BYTES, total // 2 - 256))
+    return total, each
+
+
+def format_block(n: int, c: Candidate, tz: Any, excerpt_bytes: int = EXCERPT_BYTES) -> str:
+    """Exchange ``[n]`` as the model reads it."""
+    head = f"[{n}] {format_local(c.requested_at, tz, weekday=True)} · {c.outcome}"
+    if c.error and c.outcome != "completed":
+        head += f" ({' '.join(c.error.split())[:200]})"
+    return (f"{head}\nREQUEST:\n{excerpt(c.request, c.request_bytes, excerpt_bytes)}\n"
+            f"REPLY:\n{excerpt(c.reply, c.reply_bytes, excerpt_bytes) or '(no reply)'}\n")
+
+
+def plan_batch(candidates: list[Candidate], tz: Any, *, max_exchanges: int = MAX_BATCH_EXCHANGES,
+               max_bytes: int = MAX_BATCH_BYTES, excerpt_bytes: int = EXCERPT_BYTES,
+               skip: set[tuple] | frozenset = frozenset()) -> list[Candidate]:
+    """The next batch from ``candidates`` (oldest request first): the group
+    of the first candidate whose group is not in ``skip``, then that group's
+    candidates in order while the batch stays within ``max_exchanges`` and
+    ``max_bytes`` (its blocks as :func:`format_block` writes them). The first
+    exchange always fits (its excerpts are shrunk if need be). Pure."""
+    key = next((group_key(c) for c in candidates if group_key(c) not in skip), None)
+    if key is None:
+        return []
+    chosen: list[Candidate] = []
+    used = 0
+    for c in candidates:
+        if group_key(c) != key:
+            continue
+        size = len(format_block(len(chosen) + 1, c, tz, excerpt_bytes).encode("utf-8"))
+        if chosen and used + size > max_bytes:
+            break
+        chosen.append(c)
+        used += size
+        if len(chosen) >= max_exchanges:
+            break
+    return chosen
+
+
+def build_messages(batch: list[Candidate], tz: Any, excerpt_bytes: int = EXCERPT_BYTES) -> list[mb.Message]:
+    """The side call's messages: the instructions, then the batch."""
+    first = batch[0]
+    origin = (f"workspace {first.workspace} · transport {first.transport} · channel {first.channel}"
+              + (f" · thread {first.thread}" if first.thread else ""))
+    blocks = "\n".join(format_block(i, c, tz, excerpt_bytes) for i, c in enumerate(batch, 1))
+    user = (f"Conversation: {origin}\nExchanges {1 if len(batch) == 1 else f'1 to {len(batch)}'}, "
+            f"oldest first:\n\n{blocks}\nWrite the memories now, in the format above (or NONE).")
+    return [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": user}]
+
+
+# --- reading the model's reply ------------------------------------------------------
+
+
+@dataclass
+class ParsedMemory:
+    """One summary from the model: its text (capped) and the 1-based numbers
+    of its source exchanges within the batch."""
+
+    summary: str
+    sources: list[int]
+
+
+_HEADER = re.compile(r"^[\s>*_#`~\-•]*(?:memory|memories|mem)\b(?!-\d)[\s*_`]*(.*)$", re.IGNORECASE)
+_END = re.compile(r"^[\s>*_#`~\-]*(?:end(?:\s+(?:of\s+)?memory)?|</?memory>)[\s*_`.]*$", re.IGNORECASE)
+_NONE = re.compile(r"^[\s>*_#`\-\"']*(?:none|nothing(?: (?:worth|to)[\w\s]*)?|no memor(?:y|ies)[\w\s]*)[\s*_`.!\"']*$",
+                   re.IGNORECASE)
+_SOURCES_LINE = re.compile(r"^[\s*_\-]*(?:sources?|exchanges?|from)\s*[:=]\s*(.*)$", re.IGNORECASE)
+_SPEC = re.compile(
+    r"^((?:\s*(?:\[|\(|#|,|;|&|\+|/|\band\b|\bexchanges?\b|\bsources?\b|\bfrom\b|:(?=\s*[\[#\d])|"
+    r"\d+\s*(?:-|–|—|\bto\b)\s*\d+|\d+|\]|\)))*)\s*[:.\-–—)]?\s*(.*)$",
+    re.IGNORECASE)
+_LABEL = re.compile(r"^\s*(?:summary|note|memory text|text)\s*:\s*", re.IGNORECASE)
+
+
+def _numbers(spec: str) -> list[int]:
+    out: list[int] = []
+    for a, b, single in re.findall(r"(\d+)\s*(?:-|–|—|\bto\b)\s*(\d+)|(\d+)", spec):
+        if single:
+            out.append(int(single))
+        else:
+            lo, hi = int(a), int(b)
+            if lo <= hi and hi - lo <= 200:
+                out.extend(range(lo, hi + 1))
+    return out
+
+
+def cap_summary(text: str, limit: int = MAX_SUMMARY_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (on a word where it can), ``…`` marking the cut."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit * 0.8:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+def parse_reply(text: str, n: int) -> list[ParsedMemory]:
+    """Read the model's reply for a batch of ``n`` exchanges.
+
+    Takes ``MEMORY <numbers>`` headers (case, Markdown decoration, ``:``,
+    brackets, ranges like ``1-3`` and text on the header line are
+    tolerated), each body running to ``END``, the next header or the end
+    of the reply (a reply cut at the output limit keeps its blocks). A
+    ``Sources: 1,2`` line inside a block names its sources when the header
+    did not. Numbers outside 1–``n`` are dropped; a block left with none is
+    linked to the whole batch (all of one group). Empty and duplicate
+    summaries are dropped; each is capped at :data:`MAX_SUMMARY_CHARS`.
+
+    Returns ``[]`` for ``NONE``. Raises :class:`RefineFormatError` when the
+    reply holds neither a block nor ``NONE``, so the batch is retried later.
+    """
+    blocks: list[tuple[list[int], list[str]]] = []
+    current: tuple[list[int], list[str]] | None = None
+    saw_none = False
+    for raw in (text or "").splitlines():
+        line = raw.rstrip()
+        if line.strip().startswith("```"):
+            continue
+        m = _HEADER.match(line)
+        if m and (current is None or _looks_like_spec(m.group(1)) or not m.group(1).strip(" *_:`~.")):
+            rest = m.group(1)
+            spec = _SPEC.match(rest)
+            nums = _numbers(spec.group(1)) if spec else []
+            first = (spec.group(2) if spec else rest).strip().strip("*_`~").strip()
+            if not re.search(r"\w", first):
+                first = ""
+            current = (nums, [first] if first else [])
+            blocks.append(current)
+            continue
+        if _END.match(line):
+            current = None
+            continue
+        if current is None:
+            if _NONE.match(line):
+                saw_none = True
+            continue
+        sm = _SOURCES_LINE.match(line)
+        if sm and not current[0]:
+            current[0].extend(_numbers(sm.group(1)))
+            continue
+        current[1].append(line)
+    out: list[ParsedMemory] = []
+    seen: set[str] = set()
+    for nums, lines in blocks:
+        body = "\n".join(lines).strip()
+        body = _LABEL.sub("", body, count=1).strip()
+        if not body or _NONE.match(body):
+            if _NONE.match(body or "x"):
+                saw_none = True
+            continue
+        valid = sorted({k for k in nums if 1 <= k <= n}) or list(range(1, n + 1))
+        summary = cap_summary(body)
+        if summary in seen:
+            continue
+        seen.add(summary)
+        out.append(ParsedMemory(summary, valid))
+    if not out and not saw_none:
+        if blocks:
+            return []  # blocks present but all empty: the model found nothing to keep
+        raise RefineFormatError("the model's reply held no MEMORY block and no NONE; "
+                                f"it began: {' '.join((text or '').split())[:120]!r}")
+    return out
+
+
+def _looks_like_spec(rest: str) -> bool:
+    return bool(re.match(r"^\s*[\[(#:]*\s*\d", rest or ""))
+
+
+# --- the database side ------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    """A claimed batch: its row ``id``, the ``candidates`` in it, its group
+    ``key`` and the ``bytes`` of its blocks."""
+
+    id: int
+    candidates: list[Candidate]
+    key: tuple
+    bytes: int
+
+
+def _owner_token() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _owner_gone(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+async def _release_stale(db: Any, now: datetime) -> int:
+    """Inside a write transaction: release claims whose owner is gone or
+    whose lease ran out; returns how many."""
+    cutoff = (now - CLAIM_LEASE).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    async with db.execute("SELECT id, owner, claimed_at FROM episode_batches WHERE state = 'claimed'") as cur:
+        rows = list(await cur.fetchall())
+    stale = [bid for bid, owner, claimed_at in rows if claimed_at < cutoff or _owner_gone(owner)]
+    for bid in stale:
+        await _fail(db, bid, "the refiner that claimed this batch is gone; released for a later run")
+    return len(stale)
+
+
+async def _fail(db: Any, batch_id: int, error: str) -> None:
+    await db.execute("UPDATE episode_exchanges SET batch_id = NULL, attempts = attempts + 1, last_error = ?"
+                     " WHERE batch_id = ?", (error[:500], batch_id))
+    await db.execute("UPDATE episode_batches SET state = 'failed', ended_at = ?, error = ? WHERE id = ?",
+                     (_now(), error[:1000], batch_id))
+
+
+_CAND_SQL = (
+    "SELECT id, workspace, conversation_id, transport, channel, thread, requested_at, outcome,"
+    " substr(request, 1, ?), request_bytes, substr(reply, 1, ?), reply_bytes, error"
+    " FROM episode_exchanges WHERE batch_id IS NULL AND outcome IS NOT NULL"
+    " ORDER BY requested_at, id LIMIT ?"
+)
+
+
+async def claim_batch(store: Any, owner: str, job_id: int | None, tz: Any, *,
+                      skip: set[tuple] | frozenset = frozenset(),
+                      max_exchanges: int = MAX_BATCH_EXCHANGES, max_bytes: int = MAX_BATCH_BYTES,
+                      excerpt_bytes: int = EXCERPT_BYTES) -> Batch | None:
+    """Claim the next batch for ``owner`` (one ``BEGIN IMMEDIATE``
+    transaction, so no other refiner can claim the same exchanges), after
+    releasing stale claims. ``None`` when nothing awaits outside ``skip``."""
+    chars = excerpt_bytes + 1
+    async with store.transaction() as db:
+        await _release_stale(db, _now_dt())
+        async with db.execute(_CAND_SQL, (chars, chars, _SCAN)) as cur:
+            rows = list(await cur.fetchall())
+        cands = [Candidate(id=r[0], workspace=r[1], conversation_id=r[2], transport=r[3], channel=r[4],
+                           thread=r[5] or "", requested_at=r[6], outcome=r[7], request=r[8] or "",
+                           request_bytes=int(r[9] or 0), reply=r[10] or "", reply_bytes=int(r[11] or 0),
+                           error=r[12]) for r in rows]
+        chosen = plan_batch(cands, tz, max_exchanges=max_exchanges, max_bytes=max_bytes,
+                            excerpt_bytes=excerpt_bytes, skip=skip)
+        if not chosen:
+            return None
+        size = sum(len(format_block(i, c, tz, excerpt_bytes).encode("utf-8")) for i, c in enumerate(chosen, 1))
+        cur = await db.execute(
+            "INSERT INTO episode_batches (job_id, owner, state, claimed_at, exchanges, bytes)"
+            " VALUES (?, ?, 'claimed', ?, ?, ?)", (job_id, owner, _now(), len(chosen), size))
+        batch_id = cur.lastrowid
+        marks = ",".join("?" * len(chosen))
+        cur = await db.execute(f"UPDATE episode_exchanges SET batch_id = ? WHERE batch_id IS NULL AND id IN ({marks})",
+                               (batch_id, *[c.id for c in chosen]))
+        if cur.rowcount != len(chosen):  # cannot happen inside one immediate transaction; be safe
+            raise RuntimeError("a batch's exchanges changed while it was claimed")
+    return Batch(batch_id, chosen, group_key(chosen[0]), size)
+
+
+async def release_batch(store: Any, batch: Batch, error: str) -> None:
+    """Mark ``batch`` failed and give its exchanges back for a later run."""
+    async with store.transaction() as db:
+        await _fail(db, batch.id, error)
+
+
+async def record_batch(store: Any, batch: Batch, owner: str, parsed: list[ParsedMemory],
+                       model: str | None) -> list[int]:
+    """Store the memories of a claimed batch and mark it recorded (never
+    refined again); returns the new memory numbers. A memory's origin comes
+    from its sources and its event time is its earliest source request;
+    sources forgotten meanwhile are left out (a memory left with none is
+    dropped). Raises ``RuntimeError`` if the claim was lost (it went stale
+    and another refiner released it); nothing is written then."""
+    numbers: list[int] = []
+    now = _now()
+    async with store.transaction() as db:
+        async with db.execute("SELECT state, owner FROM episode_batches WHERE id = ?", (batch.id,)) as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] != "claimed" or row[1] != owner:
+            raise RuntimeError("this batch's claim was released before its memories were recorded")
+        async with db.execute(
+            "SELECT id, requested_at, finished_at FROM episode_exchanges WHERE batch_id = ?", (batch.id,)) as cur:
+            alive = {r[0]: (r[1], r[2]) for r in await cur.fetchall()}
+        for pm in parsed:
+            ids = [batch.candidates[k - 1].id for k in pm.sources if batch.candidates[k - 1].id in alive]
+            if not ids:
+                continue
+            first = next(c for c in batch.candidates if c.id == ids[0])
+            event_at = min(alive[i][0] for i in ids)
+            ends = [alive[i][1] for i in ids if alive[i][1]]
+            number = await next_memory_number(db)
+            await db.execute(
+                "INSERT INTO episode_memories (id, summary, workspace, transport, channel, thread,"
+                " conversation_id, event_at, event_end, recorded_at, batch_id, model)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (number, pm.summary, first.workspace, first.transport, first.channel, first.thread,
+                 first.conversation_id, event_at, max(ends) if ends else None, now, batch.id, model))
+            await db.executemany("INSERT OR IGNORE INTO episode_memory_sources (memory_id, exchange_id) VALUES (?, ?)",
+                                 [(number, i) for i in ids])
+            numbers.append(number)
+        await db.execute("UPDATE episode_batches SET state = 'recorded', ended_at = ?, memories = ? WHERE id = ?",
+                         (now, len(numbers), batch.id))
+    return numbers
+
+
+# --- a run -----------------------------------------------------------------------------
+
+
+@dataclass
+class RefineReport:
+    """What one run did. ``outcome``: ``disabled``, ``nothing new``,
+    ``completed``, ``partly failed`` or ``failed``; ``memories`` are the new
+    references; ``errors`` one line per failed batch; ``model_calls`` counts
+    side calls made."""
+
+    outcome: str
+    job_id: int | None = None
+    batches: int = 0
+    failed_batches: int = 0
+    exchanges: int = 0
+    memories: list[str] = field(default_factory=list)
+    model_calls: int = 0
+    errors: list[str] = field(default_factory=list)
+    model: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"outcome": self.outcome, "job": self.job_id, "batches": self.batches,
+                "failed_batches": self.failed_batches, "exchanges": self.exchanges,
+                "memories": list(self.memories), "model_calls": self.model_calls,
+                "errors": list(self.errors), "model": self.model}
+
+
+#: ``await provider()`` → ``(endpoint, context_window or None)``; may raise
+#: :class:`~wisp.core.model.base.EndpointError`.
+EndpointProvider = Callable[[], Awaitable[tuple[Any, int | None]]]
+#: Endpoint errors after which a run stops trying (nothing answers).
+_FATAL_KINDS = {"unreachable", "no_endpoint", "model_not_found"}
+
+
+class Refiner:
+    """One refinement run over ``store`` (a :class:`wisp.core.store.Store`).
+
+    ``endpoint_provider`` is called once, lazily, when the first batch has
+    been claimed (so a run with nothing new resolves no endpoint and makes
+    no model call). ``trigger`` names who ran it (``cli``, ``tui``).
+    """
+
+    def __init__(self, store: Any, config: Any, endpoint_provider: EndpointProvider, *,
+                 trigger: str = "cli", max_batches: int = MAX_BATCHES_PER_RUN) -> None:
+        self.store = store
+        self.config = config
+        self.endpoint_provider = endpoint_provider
+        self.trigger = trigger
+        self.max_batches = max_batches
+        self.owner = _owner_token()
+        self._endpoint: Any = None
+        self._window: int | None = None
+
+    async def run(self) -> RefineReport:
+        """Refine until nothing awaits (or :data:`MAX_BATCHES_PER_RUN`
+        batches). Never raises for an endpoint or a reply problem: those fail
+        their batch. Raises :class:`~wisp.core.episodes.dates.DateError` for
+        a bad ``memory.timezone``."""
+        if not memory_enabled(self.config):
+            return RefineReport("disabled")
+        tz = memory_timezone(self.config)
+        await self.store.recover_open_turns()
+        await finalize_pending(self.store)
+        async with self.store.transaction() as db:
+            await _release_stale(db, _now_dt())
+        report = RefineReport("nothing new")
+        report.job_id = await self._start_job()
+        skip: set[tuple] = set()
+        fatal: str | None = None
+        try:
+            while report.batches + report.failed_batches < self.max_batches:
+                if self._endpoint is None:
+                    if not await _anything_awaiting(self.store):
+                        break
+                    try:
+                        self._endpoint, self._window = await self.endpoint_provider()
+                        report.model = getattr(self._endpoint, "model", None)
+                    except mb.EndpointError as exc:
+                        fatal = f"no model endpoint for refinement: {' '.join(str(exc).split())[:300]}"
+                        report.errors.append(fatal)
+                        break
+                max_bytes, each = batch_limits(self._window)
+                batch = await claim_batch(self.store, self.owner, report.job_id, tz, skip=skip,
+                                          max_bytes=max_bytes, excerpt_bytes=each)
+                if batch is None:
+                    break
+                try:
+                    numbers = await self._refine(batch, tz, each, report)
+                except asyncio.CancelledError:
+                    await asyncio.shield(release_batch(self.store, batch, "the run was stopped"))
+                    raise
+                except Exception as exc:  # an endpoint, a reply or a store problem fails the batch only
+                    why = _why(exc)
+                    await release_batch(self.store, batch, why)
+                    report.failed_batches += 1
+                    k = len(batch.candidates)
+                    report.errors.append(f"{k} exchange{'s' if k != 1 else ''} of workspace {batch.key[0]}: {why}")
+                    skip.add(batch.key)
+                    if isinstance(exc, mb.EndpointError) and exc.kind in _FATAL_KINDS:
+                        fatal = why
+                        break
+                    continue
+                report.batches += 1
+                report.exchanges += len(batch.candidates)
+                report.memories.extend(format_memory_id(n) for n in numbers)
+        finally:
+            if (report.failed_batches or fatal) and report.batches:
+                report.outcome = "partly failed"
+            elif report.failed_batches or fatal:
+                report.outcome = "failed"
+            elif report.batches:
+                report.outcome = "completed"
+            await asyncio.shield(self._end_job(report, fatal))
+        return report
+
+    async def _refine(self, batch: Batch, tz: Any, each: int, report: RefineReport) -> list[int]:
+        messages = build_messages(batch.candidates, tz, each)
+        options = mb.ChatOptions(context_window=self._window, think="off",
+                                 max_tokens=min(REPLY_MAX_TOKENS, max(256, (self._window or 8192) // 4)),
+                                 temperature=0.2)
+        pieces: list[str] = []
+        report.model_calls += 1
+        async for item in self._endpoint.stream_chat(messages, None, options):
+            if isinstance(item, mb.TextDelta):
+                pieces.append(item.text)
+        parsed = parse_reply("".join(pieces), len(batch.candidates))
+        return await record_batch(self.store, batch, self.owner, parsed, getattr(self._endpoint, "model", None))
+
+    async def _start_job(self) -> int:
+        async with self.store.transaction() as db:
+            cur = await db.execute("INSERT INTO episode_jobs (trigger, owner, started_at) VALUES (?, ?, ?)",
+                                   (self.trigger, self.owner, _now()))
+            job_id = cur.lastrowid
+            await db.execute("DELETE FROM episode_jobs WHERE id <= ?", (job_id - JOBS_KEPT,))
+        return int(job_id)
+
+    async def _end_job(self, report: RefineReport, fatal: str | None) -> None:
+        error = fatal or ("; ".join(report.errors)[:2000] if report.errors else None)
+        async with self.store.transaction() as db:
+            await db.execute(
+                "UPDATE episode_jobs SET ended_at = ?, outcome = ?, model = ?, batches = ?, failed_batches = ?,"
+                " exchanges = ?, memories = ?, model_calls = ?, error = ? WHERE id = ?",
+                (_now(), report.outcome, report.model, report.batches, report.failed_batches, report.exchanges,
+                 len(report.memories), report.model_calls, error, report.job_id))
+
+
+async def _anything_awaiting(store: Any) -> bool:
+    async with store.db.execute(
+            "SELECT 1 FROM episode_exchanges WHERE batch_id IS NULL AND outcome IS NOT NULL LIMIT 1") as cur:
+        return await cur.fetchone() is not None
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, mb.EndpointError):
+        return f"endpoint error ({exc.kind}): {' '.join(str(exc).split())[:300]}"
+    if isinstance(exc, RefineFormatError):
+        return str(exc)
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+
+async def refine_with_config(store: Any, config: Any, *, trigger: str = "cli") -> RefineReport:
+    """One run for ``wisp memory refine``: the endpoint is resolved from
+    config ``model.*`` (as a session does) only if a batch needs it, and
+    closed (an embedded server it started is stopped) at the end."""
+    from ..model.resolve import EndpointSettings, resolve_endpoint
+
+    resolved: list[Any] = []
+
+    async def provider() -> tuple[Any, int | None]:
+        c = config
+        settings = EndpointSettings(
+            provider=c.get("model.provider"), endpoint=c.get("model.endpoint"), name=c.get("model.name"),
+            api_key_env=c.get("model.api_key_env"), gguf=c.get("model.gguf"),
+            timeout_s=float(c.get("model.timeout_s")), load_wait_s=float(c.get("model.load_wait_s")))
+        r = await resolve_endpoint(settings)
+        resolved.append(r)
+        window = c.get("model.context_window") or r.context_window
+        if window is None:
+            try:
+                window = await r.endpoint.context_length()
+            except mb.EndpointError:
+                window = None
+        return r.endpoint, (int(window) if window else None)
+
+    try:
+        return await Refiner(store, config, provider, trigger=trigger).run()
+    finally:
+        for r in resolved:
+            try:
+                await r.aclose()
+            except Exception:
+                pass
+
+
+async def refine_in_session(session: Any) -> RefineReport | None:
+    """One run inside an open :class:`wisp.core.session.Session` (the TUI's
+    timer), through the session's endpoint and context window. Returns
+    ``None`` when the session has no endpoint; never raises (a problem is
+    reported in the job's row, and the exchanges wait for the next run)."""
+    async def provider() -> tuple[Any, int | None]:
+        if session.endpoint is None:
+            raise mb.NoEndpoint(session.endpoint_error or "the session has no model endpoint")
+        return session.endpoint, session.context_window
+
+    try:
+        return await Refiner(session.store, session.config, provider, trigger="tui").run()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        return None
+
+
+async def read_status(db: Any) -> dict[str, Any]:
+    """Counts for ``wisp memory status``: ``memories``, ``exchanges``,
+    ``awaiting`` (ready for refinement), ``pending`` (their turn still
+    runs), ``in_progress`` (claimed by a running refiner), ``retrying``
+    (awaiting after a failed attempt), ``last_job`` (a dict, or ``None``),
+    ``last_recorded`` (UTC text or ``None``) and ``next_number``."""
+    async def one(sql: str) -> Any:
+        async with db.execute(sql) as cur:
+            return await cur.fetchone()
+
+    memories = (await one("SELECT COUNT(*), MAX(recorded_at) FROM episode_memories"))
+    ex = await one(
+        "SELECT COUNT(*),"
+        " SUM(CASE WHEN batch_id IS NULL AND outcome IS NOT NULL THEN 1 ELSE 0 END),"
+        " SUM(CASE WHEN outcome IS NULL THEN 1 ELSE 0 END),"
+        " SUM(CASE WHEN batch_id IS NULL AND outcome IS NOT NULL AND attempts > 0 THEN 1 ELSE 0 END)"
+        " FROM episode_exchanges")
+    claimed = await one("SELECT COUNT(*) FROM episode_exchanges x JOIN episode_batches b ON b.id = x.batch_id"
+                        " WHERE b.state = 'claimed'")
+    job = await one("SELECT id, trigger, started_at, ended_at, outcome, model, batches, failed_batches,"
+                    " exchanges, memories, model_calls, error FROM episode_jobs ORDER BY id DESC LIMIT 1")
+    counter = await one("SELECT value FROM episode_counters WHERE name = 'memory'")
+    last_job = None
+    if job:
+        keys = ("id", "trigger", "started_at", "ended_at", "outcome", "model", "batches", "failed_batches",
+                "exchanges", "memories", "model_calls", "error")
+        last_job = dict(zip(keys, job))
+    return {
+        "memories": int(memories[0] or 0), "last_recorded": memories[1],
+        "exchanges": int(ex[0] or 0), "awaiting": int(ex[1] or 0), "pending": int(ex[2] or 0),
+        "retrying": int(ex[3] or 0), "in_progress": int(claimed[0] or 0),
+        "last_job": last_job, "next_number": int(counter[0] or 0) + 1 if counter else 1,
+    }
