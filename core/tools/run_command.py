@@ -1,0 +1,415 @@
+"""The ``run_command`` tool: a shell command in the conversation's working directory.
+
+Rules (issue "Tools that act", "run_command"):
+
+- Nothing runs without approval: the tool asks ``ToolContext.approve`` (see
+  :mod:`wisp.core.tools.approval`) first; a denied command, or one that needs
+  approval no one can give, never starts, and the model is told which.
+- The command runs under ``/bin/sh -c`` in its own process group (a new
+  session), with no standard input, in the conversation's working directory.
+- Config ``tools.run_command.timeout_s`` (seconds) bounds it. On timeout the
+  whole process group, children included, gets SIGTERM, then SIGKILL after
+  :data:`KILL_GRACE_S` seconds, and the result says so.
+- Standard output and standard error are read together, in order. At most
+  ``tools.run_command.max_output_bytes`` bytes are kept, in memory too: the
+  first half and the last half; the middle is dropped and a marker says how
+  many bytes. A command printing 100 MB holds about the cap in memory, never
+  the 100 MB.
+- Output that is not valid UTF-8 is decoded with replacement characters
+  (U+FFFD) and flagged (``meta["non_utf8"]`` and a line in the text).
+- Output streams to the person through ``ToolContext.emit`` while the
+  command runs (up to the cap; then the end is shown when it finishes).
+- Cancellation (Esc stops the turn) ends the process group the same way and
+  the tool *returns* a result that says it was stopped, so that the agent
+  can record it before it stops the turn.
+- After the shell exits, processes it left in the background that still
+  hold its output are ended too after :data:`DRAIN_S` seconds (otherwise the
+  tool would wait for them until the timeout), and the result says so.
+- ``meta``: ``command``, ``workdir``, ``exit_status`` (the shell's; negative
+  for a signal), ``duration_s``, ``output_bytes`` (all the output),
+  ``dropped_bytes``, ``non_utf8``, ``timed_out``, ``stopped``,
+  ``background_ended``, ``approval`` and, when the output held a test run,
+  ``tests`` (a :class:`~wisp.core.tools.test_results.TestRun` as a dict).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .approval import ApprovalRequest, suggest_prefix
+from .base import ToolContext, ToolResult
+from .test_results import TestOutputParser
+
+#: Seconds between SIGTERM and SIGKILL when wisp ends a process group.
+KILL_GRACE_S = 2.0
+#: Seconds wisp waits for the output to end after the shell itself exited.
+DRAIN_S = 1.0
+#: Bytes read from the pipe at a time.
+READ_CHUNK = 65536
+#: Bytes of output the test-run parser reads as they stream; past them it
+#: reads only the kept tail at the end, so a huge output costs no more to parse.
+PARSE_STREAM_BYTES = 8 * 1024 * 1024
+#: Seconds between two pieces of streamed output (pieces in between are joined).
+EMIT_INTERVAL_S = 0.05
+
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_OUTPUT = 1048576
+
+
+class OutputCapture:
+    """The head and tail of a byte stream, within ``cap`` bytes.
+
+    The first ``cap // 2`` bytes are kept as they come; of the rest only the
+    last ``cap - cap // 2`` are kept (the buffer holding them never passes
+    that by more than one :data:`READ_CHUNK`). ``total`` counts every byte
+    seen, ``dropped`` the ones not kept. Invalid UTF-8 anywhere in the stream,
+    dropped part included, sets ``non_utf8``.
+    """
+
+    def __init__(self, cap: int):
+        if cap < 1:
+            raise ValueError("the output cap must be at least 1 byte")
+        self.cap = cap
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.non_utf8 = False
+        self._strict = codecs.getincrementaldecoder("utf-8")("strict")
+
+    def add(self, chunk: bytes) -> None:
+        """Take the next piece of output."""
+        self.total += len(chunk)
+        if not self.non_utf8:
+            try:
+                self._strict.decode(chunk)
+            except UnicodeDecodeError:
+                self.non_utf8 = True
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            excess = len(self.tail) - self.tail_cap
+            if excess > READ_CHUNK:
+                del self.tail[:excess]
+
+    def finish(self) -> None:
+        """Mark the end of the stream (an unfinished UTF-8 sequence at the end is invalid)."""
+        if not self.non_utf8:
+            try:
+                self._strict.decode(b"", final=True)
+            except UnicodeDecodeError:
+                self.non_utf8 = True
+        excess = len(self.tail) - self.tail_cap
+        if excess > 0:
+            del self.tail[:excess]
+
+    def kept_tail(self) -> bytes:
+        """The last bytes kept (at most ``cap - cap // 2``), as bytes."""
+        return bytes(self.tail[-self.tail_cap:]) if self.tail_cap else b""
+
+    @property
+    def dropped(self) -> int:
+        """Bytes seen but not kept."""
+        return self.total - len(self.head) - min(len(self.tail), self.tail_cap)
+
+    def text(self) -> str:
+        """What was kept, decoded (invalid bytes become U+FFFD), with a marker
+        line where the middle was dropped. A UTF-8 character cut by the
+        head's or tail's edge is left out, not shown as invalid."""
+        self.finish()
+        if not self.dropped:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        head = dec.decode(bytes(self.head), final=False)
+        tail = bytes(self.tail)
+        skip = 0
+        while skip < min(3, len(tail)) and (tail[skip] & 0xC0) == 0x80:
+            skip += 1
+        tail_text = tail[skip:].decode("utf-8", errors="replace")
+        marker = f"\n[… {self.dropped:,} bytes dropped from the middle of the output …]\n"
+        return head + marker + tail_text
+
+
+class _Emitter:
+    """Streams decoded output to ``emit`` in pieces at most every
+    :data:`EMIT_INTERVAL_S` seconds, up to ``limit`` bytes in all."""
+
+    def __init__(self, emit: Callable[[str], None] | None, limit: int):
+        self.emit = emit
+        self.limit = limit
+        self.sent = 0
+        self.pending: list[str] = []
+        self.last = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.paused = False
+
+    def add(self, text: str, size: int) -> None:
+        if self.emit is None or self.paused or not text:
+            return
+        if self.sent + size > self.limit:
+            self.pending.append("\n[wisp: the output goes on; its end is shown when the command ends]\n")
+            self.paused = True
+            self.flush()
+            return
+        self.sent += size
+        self.pending.append(text)
+        now = time.monotonic()
+        if now - self.last >= EMIT_INTERVAL_S:
+            self.flush()
+        elif self.timer is None:
+            loop = asyncio.get_running_loop()
+            self.timer = loop.call_later(EMIT_INTERVAL_S - (now - self.last), self.flush)
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.pending and self.emit is not None:
+            text = "".join(self.pending)
+            self.pending.clear()
+            self.last = time.monotonic()
+            try:
+                self.emit(text)
+            except Exception:
+                self.emit = None  # a broken listener must not stop the command
+
+
+class RunCommand:
+    """Run a shell command in the working directory, after the person approves it."""
+
+    name = "run_command"
+    read_only = False
+    description = (
+        "Run a shell command (/bin/sh -c) in the working directory and return its output "
+        "(stdout and stderr together) and exit status. The person approves each command "
+        "before it runs and may deny it. No input can be typed into it; long output is "
+        "shortened in the middle; it is ended after a timeout."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "the command line, such as: pytest -q"},
+        },
+        "required": ["command"],
+    }
+
+    async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Ask for approval, then run ``arguments["command"]``; see the module docstring.
+        Never raises for a failing command; returns a stopped result when cancelled."""
+        command = str(arguments.get("command") or "").strip()
+        if not command:
+            return ToolResult('error: run_command needs a command, such as {"command": "ls"}', ok=False)
+        workdir = Path(ctx.workdir).resolve()
+        meta: dict[str, Any] = {"command": command, "workdir": str(workdir)}
+        if not workdir.is_dir():
+            return ToolResult(f"error: the working directory {workdir} does not exist", ok=False, meta=meta)
+        approve = getattr(ctx, "approve", None)
+        if approve is None:
+            meta["approval"] = {"allowed": False, "choice": "needs_approval", "source": "none"}
+            return ToolResult("The command did not run: no one can approve commands here.", ok=False,
+                              meta=meta)
+        request = ApprovalRequest("run_command", command, workdir, ctx.conversation_id, ctx.turn)
+        try:
+            decision = await approve(request)
+        except asyncio.CancelledError:
+            meta.update(stopped=True, approval={"allowed": False, "choice": "stopped", "source": "person"})
+            return ToolResult("The turn was stopped before the person answered; the command did not run.",
+                              ok=False, meta=meta)
+        meta["approval"] = decision.to_dict()
+        if not decision.allowed:
+            return ToolResult(_refusal(decision.choice, command, ctx), ok=False, meta=meta)
+        return await self._execute(command, workdir, ctx, meta)
+
+    async def _execute(self, command: str, workdir: Path, ctx: ToolContext,
+                       meta: dict[str, Any]) -> ToolResult:
+        timeout = float(_cfg(ctx, "tools.run_command.timeout_s", DEFAULT_TIMEOUT_S))
+        cap = int(_cfg(ctx, "tools.run_command.max_output_bytes", DEFAULT_MAX_OUTPUT))
+        capture = OutputCapture(cap)
+        parser = TestOutputParser(command)
+        emitter = _Emitter(ctx.emit, cap)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        fed = 0  # bytes the test parser read as they streamed
+
+        def sink(chunk: bytes) -> None:
+            nonlocal fed
+            capture.add(chunk)
+            parsing = fed < PARSE_STREAM_BYTES
+            if parsing or not emitter.paused:
+                text = decoder.decode(chunk)
+                if parsing:
+                    parser.feed(text)
+                    fed += len(chunk)
+                emitter.add(text, len(chunk))
+
+        env = dict(os.environ)
+        env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0",
+                    "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "TERM": "dumb"})
+        loop = asyncio.get_running_loop()
+        exited = asyncio.Event()
+
+        class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+            # asyncio's Process.wait() also waits for the pipe to close, which a
+            # background child can hold open; this says when the shell itself exits
+            def process_exited(self) -> None:
+                super().process_exited()
+                exited.set()
+
+        started = time.monotonic()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _Protocol(limit=READ_CHUNK, loop=loop),
+                "/bin/sh", "-c", command, cwd=str(workdir), env=env,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return ToolResult(f"error: could not start /bin/sh: {exc.strerror or exc}", ok=False, meta=meta)
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
+        assert proc.stdout is not None
+        reader = asyncio.ensure_future(_pump(proc.stdout, sink))
+        shell = asyncio.ensure_future(exited.wait())
+        timed_out = stopped = background = False
+        try:
+            done, _ = await asyncio.wait({shell}, timeout=timeout)
+            if shell in done:
+                left = max(0.0, min(DRAIN_S, timeout - (time.monotonic() - started)))
+                done, _ = await asyncio.wait({reader}, timeout=left)
+                if reader not in done:
+                    if time.monotonic() - started >= timeout:
+                        timed_out = True
+                    else:
+                        background = True
+                    await _end_group(proc, reader, shell)
+            else:
+                timed_out = True
+                await _end_group(proc, reader, shell)
+        except asyncio.CancelledError:
+            stopped = True
+            await _end_group(proc, reader, shell)
+        finally:
+            await _settle(reader, proc)
+            shell.cancel()
+        emitter.flush()
+        if fed < PARSE_STREAM_BYTES:
+            parser.feed(decoder.decode(b"", final=True))
+        else:
+            # the parser read the first PARSE_STREAM_BYTES; give it the kept tail it has not read
+            tail = capture.kept_tail()
+            tail_start = capture.total - len(tail)
+            if tail_start > fed:
+                parser.gap()
+            parser.feed(tail[max(0, fed - tail_start):].decode("utf-8", errors="replace"))
+        duration = time.monotonic() - started
+        status = proc.returncode
+        body = capture.text()
+        meta.update(exit_status=status, duration_s=round(duration, 3), output_bytes=capture.total,
+                    dropped_bytes=capture.dropped, non_utf8=capture.non_utf8, timed_out=timed_out,
+                    stopped=stopped, background_ended=background)
+        if status is not None and status < 0:
+            try:
+                meta["signal"] = signal.Signals(-status).name
+            except ValueError:
+                meta["signal"] = str(-status)
+        tests = parser.result(None if (stopped or timed_out) else status)
+        if tests is not None:
+            meta["tests"] = tests.to_dict()
+        lines = [body.rstrip("\n") if body else "(no output)"]
+        if capture.non_utf8:
+            lines.append("[the output is not valid UTF-8; the invalid bytes are shown as \ufffd]")
+        if capture.dropped:
+            lines.append(f"[the output was {capture.total:,} bytes; {capture.dropped:,} bytes from the "
+                         f"middle were dropped (config tools.run_command.max_output_bytes = {cap:,})]")
+        if stopped:
+            lines.append("[stopped by the person (Esc): the command and the processes it started were ended]")
+        elif timed_out:
+            lines.append(f"[timed out after {timeout:g} s: the command and the processes it started were "
+                         "ended (config tools.run_command.timeout_s)]")
+        elif background:
+            lines.append("[processes the command left running in the background, still writing to its "
+                         "output, were ended]")
+        if status is None:
+            lines.append("[exit status: unknown, the process could not be waited for]")
+        elif status < 0:
+            lines.append(f"[ended by signal {meta['signal']}]")
+        else:
+            lines.append(f"[exit status {status}]")
+        ok = status == 0 and not (stopped or timed_out)
+        return ToolResult("\n".join(lines), ok=ok, meta=meta)
+
+
+async def _pump(stream: asyncio.StreamReader, sink: Callable[[bytes], None]) -> None:
+    """Read ``stream`` to its end, handing each piece to ``sink``."""
+    while True:
+        chunk = await stream.read(READ_CHUNK)
+        if not chunk:
+            return
+        sink(chunk)
+
+
+async def _end_group(proc: asyncio.subprocess.Process, reader: asyncio.Future[Any],
+                     shell: asyncio.Future[Any]) -> None:
+    """End the command's process group: SIGTERM, up to :data:`KILL_GRACE_S`
+    seconds for it to go (its output to close), then SIGKILL to whatever of
+    the group is left."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    await asyncio.wait({reader, shell}, timeout=KILL_GRACE_S, return_when=asyncio.ALL_COMPLETED)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _settle(reader: asyncio.Future[Any], proc: asyncio.subprocess.Process) -> None:
+    """Let the reader finish; a process outside the group (it called setsid)
+    that still holds the pipe is not waited for."""
+    if not reader.done():
+        done, _ = await asyncio.wait({reader}, timeout=KILL_GRACE_S)
+        if not done:
+            reader.cancel()
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
+    if proc.returncode is None:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)
+        except asyncio.TimeoutError:
+            pass
+
+
+def _refusal(choice: str, command: str, ctx: ToolContext) -> str:
+    """The text the model gets for a command that did not run."""
+    if choice == "needs_approval":
+        allow = _cfg(ctx, "tools.run_command.allow", []) or []
+        prefix = suggest_prefix(command) or command.split()[0]
+        listed = ", ".join(allow) if allow else "nothing"
+        return (f"The command did not run: it needs the person's approval, and no one can give it "
+                f"here. Without the TUI, wisp runs only commands that begin with a prefix listed in "
+                f"config tools.run_command.allow (now: {listed}); commands that chain, pipe or redirect "
+                f"always need approval. Tell the person which command you wanted to run and why; they "
+                f"can allow it with: wisp config set tools.run_command.allow '[\"{prefix}\"]'")
+    if choice == "stopped":
+        return "The turn was stopped before the person answered; the command did not run."
+    return ("The person denied this command; it did not run. Do not run it again unless the person "
+            "asks you to; say what you wanted it for, or go on another way.")
+
+
+def _cfg(ctx: ToolContext, key: str, default: Any) -> Any:
+    if ctx.config is None:
+        return default
+    try:
+        value = ctx.config.get(key)
+    except Exception:
+        return default
+    return default if value is None else value

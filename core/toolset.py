@@ -1,0 +1,107 @@
+"""Which tools a conversation has, and the ``/tools`` command.
+
+Precedence (issue "Tools that act", "Which tools a conversation has"): the
+command line (``--tool NAME``, repeatable: exactly those tools), then a
+``tools:`` line in the working directory's AGENTS.md, then config
+``tools.enabled``. :func:`choose_tools` applies it; ``/tools`` lists the
+conversation's tools with their token cost (the schema each adds to every
+request, estimated by :mod:`wisp.core.context.tokens`) and where the list
+came from.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .agents_md import AgentsMd
+from .commands import CommandResult, command
+from .context.tokens import estimate_tokens
+from .tools import AVAILABLE
+from .tools.base import tool_schema
+
+__all__ = ["ToolChoice", "choose_tools", "tool_costs"]
+
+
+@dataclass
+class ToolChoice:
+    """The tools chosen: ``names`` in order, and ``source``: ``command line``,
+    ``AGENTS.md`` or ``config``; ``detail`` says more (the file and line, or
+    the config key)."""
+
+    names: list[str]
+    source: str
+    detail: str
+
+
+class ToolListError(ValueError):
+    """A tool list that names a tool wisp does not have; the message says
+    where the list came from and which tools wisp has."""
+
+
+def choose_tools(cli: list[str] | None, agents: AgentsMd | None, config: Any) -> ToolChoice:
+    """The conversation's tools: ``cli`` if given (even empty), else the
+    AGENTS.md ``tools:`` line if there is one, else config ``tools.enabled``.
+    Repeated names count once. Raises :class:`ToolListError` for a name that
+    is not one of :data:`wisp.core.tools.AVAILABLE`, naming its source."""
+    if cli is not None:
+        choice = ToolChoice(list(dict.fromkeys(cli)), "command line", "--tool")
+    elif agents is not None and agents.tools is not None:
+        where = f"{agents.path or 'AGENTS.md'} line {agents.tools_line}"
+        choice = ToolChoice(list(dict.fromkeys(agents.tools)), "AGENTS.md", where)
+    else:
+        choice = ToolChoice(list(dict.fromkeys(config.get("tools.enabled") or [])), "config",
+                            "tools.enabled")
+    unknown = [n for n in choice.names if n not in AVAILABLE]
+    if unknown:
+        have = ", ".join(AVAILABLE)
+        if choice.source == "AGENTS.md":
+            fix = "fix its tools: line, or give the tools with --tool NAME"
+        elif choice.source == "config":
+            fix = "fix it with wisp config set tools.enabled '[\"read_file\"]'"
+        else:
+            fix = "use one of those names"
+        raise ToolListError(f"{choice.detail} names {unknown[0]!r}, which is not a wisp tool; wisp has "
+                            f"{have}: {fix}")
+    return choice
+
+
+def tool_costs(registry: Any) -> list[dict[str, Any]]:
+    """Per tool of ``registry`` (a :class:`~wisp.core.tools.ToolRegistry`):
+    ``name``, ``read_only``, ``description`` and ``tokens``, the estimated
+    tokens its schema adds to every request."""
+    rows = []
+    for name in registry.names:
+        tool = registry.get(name)
+        schema = tool_schema(tool)
+        rows.append({"name": name, "read_only": bool(getattr(tool, "read_only", False)),
+                     "description": tool.description,
+                     "tokens": estimate_tokens(json.dumps(schema, ensure_ascii=False))})
+    return rows
+
+
+@command("tools", "/tools", "list this conversation's tools and their token cost")
+async def _tools(session: Any, words: list[str], rest: str) -> CommandResult:
+    rows = tool_costs(session.agent.tools)
+    choice = getattr(session, "tool_choice", None)
+    origin = ""
+    if choice is not None:
+        origin = {"command line": "given on the command line (--tool)",
+                  "AGENTS.md": f"from AGENTS.md ({choice.detail})",
+                  "config": "from config tools.enabled"}.get(choice.source, f"from {choice.source}")
+    if not rows:
+        text = (f"This conversation has no tools {origin}. Start wisp with --tool NAME, or name them in "
+                f"AGENTS.md (tools: [\"run_command\"]) or config tools.enabled. wisp has: "
+                f"{', '.join(AVAILABLE)}.")
+        return CommandResult(text, title="tools", data={"tools": [], "total_tokens": 0,
+                                                        "source": choice.source if choice else None})
+    total = sum(r["tokens"] for r in rows)
+    lines = [f"| tool | acts? | tokens | what it does |", "|---|---|---:|---|"]
+    for r in rows:
+        acts = "read only" if r["read_only"] else "acts (asks first)"
+        lines.append(f"| `{r['name']}` | {acts} | {r['tokens']:,} | {r['description']} |")
+    lines.append(f"| **total** | | **{total:,}** | sent with every request |")
+    text = f"Tools {origin}:\n\n" + "\n".join(lines)
+    return CommandResult(text, title="tools", data={"tools": rows, "total_tokens": total,
+                                                    "source": choice.source if choice else None})

@@ -1,0 +1,125 @@
+"""The approval modal: may this command run? (issue "Tools that act", "Approval").
+
+Shows the command and the directory it would run in, with three choices:
+
+- **y** — allow once;
+- **a** — always allow commands that begin with the prefix shown (editable;
+  Tab to it) in this workspace; not offered for a command that chains,
+  pipes or redirects, since a prefix cannot vouch for the rest of it;
+- **n** or **Esc** — deny; the model is told it was denied.
+
+Keys pressed in the first :attr:`ApprovalScreen.ARM_DELAY_S` seconds are
+ignored, so that a key meant for the prompt cannot approve a command that
+appeared under it. Focus starts on Deny, so Enter alone denies.
+The screen returns ``(choice, prefix)``: ``("once", None)``,
+``("always", prefix)`` or ``("deny", None)``.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+from wisp.core.tools.approval import ApprovalRequest, is_simple_command, prefix_matches
+
+
+class ApprovalScreen(ModalScreen[tuple[str, "str | None"]]):
+    """Ask the person whether ``request``'s command may run."""
+
+    #: Seconds after opening during which keys and clicks are ignored.
+    ARM_DELAY_S = 0.4
+
+    BINDINGS = [
+        Binding("y", "choose('once')", "Allow once"),
+        Binding("a", "choose('always')", "Always allow"),
+        Binding("n,escape", "choose('deny')", "Deny"),
+    ]
+    DEFAULT_CSS = """
+    ApprovalScreen { align: center middle; }
+    ApprovalScreen > Vertical { width: 90%; max-width: 110; height: auto; border: thick $warning;
+        background: $surface; padding: 1 2; }
+    ApprovalScreen .approval-title { text-style: bold; color: $warning; margin-bottom: 1; }
+    ApprovalScreen #approval-command { background: $boost; padding: 0 1; border-left: thick $warning;
+        max-height: 12; overflow-y: auto; }
+    ApprovalScreen #approval-dir { color: $text-muted; margin: 1 0; }
+    ApprovalScreen #approval-prefix-row { height: auto; }
+    ApprovalScreen #approval-prefix-row Label { padding: 1 1 0 0; }
+    ApprovalScreen #approval-prefix { width: 1fr; }
+    ApprovalScreen #approval-note { color: $text-muted; }
+    ApprovalScreen #approval-error { color: $error; }
+    ApprovalScreen #approval-buttons { height: auto; margin-top: 1; }
+    ApprovalScreen #approval-buttons Button { margin-right: 2; }
+    """
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__()
+        self.request = request
+        self.simple = is_simple_command(request.command)
+        self.suggested = request.suggested_prefix if self.simple else ""
+        self.armed = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("⚠ The model wants to run a command", classes="approval-title")
+            yield Static(self.request.command, id="approval-command", markup=False)
+            yield Static(f"in {self.request.workdir}", id="approval-dir", markup=False)
+            if self.simple:
+                with Horizontal(id="approval-prefix-row"):
+                    yield Label("Always allow commands that begin with:")
+                    yield Input(self.suggested, id="approval-prefix")
+                yield Static("(in this workspace, from now on; Tab to edit the prefix, Enter to allow it)",
+                             id="approval-note", markup=False)
+            else:
+                yield Static("This command chains, pipes, redirects or substitutes, so it can only be "
+                             "allowed once.", id="approval-note", markup=False)
+            yield Static("", id="approval-error", markup=False)
+            with Horizontal(id="approval-buttons"):
+                yield Button("Allow once (y)", id="once", variant="success")
+                if self.simple:
+                    yield Button("Always allow (a)", id="always", variant="primary")
+                yield Button("Deny (n, Esc)", id="deny", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#deny", Button).focus()
+        self.set_timer(self.ARM_DELAY_S, self._arm)
+
+    def _arm(self) -> None:
+        self.armed = True
+
+    @property
+    def prefix(self) -> str:
+        """The prefix in the field (the suggestion until the person edits it)."""
+        if not self.simple:
+            return ""
+        return " ".join(self.query_one("#approval-prefix", Input).value.split())
+
+    def action_choose(self, choice: str) -> None:
+        """Answer ``once``, ``always`` or ``deny`` (ignored until armed)."""
+        if not self.armed:
+            return
+        if choice == "always":
+            if not self.simple:
+                self._error("This command can only be allowed once (y) or denied (n).")
+                return
+            prefix = self.prefix
+            if not prefix or not prefix_matches(self.request.command, prefix):
+                self._error(f"The command does not begin with {prefix!r}; edit the prefix "
+                            "so that it does, or allow once.")
+                return
+            self.dismiss(("always", prefix))
+            return
+        self.dismiss((choice, None) if choice in ("once", "deny") else ("deny", None))
+
+    def _error(self, text: str) -> None:
+        self.query_one("#approval-error", Static).update(text)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_choose(event.button.id or "deny")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_choose("always")
