@@ -73,6 +73,9 @@ class TurnRecord:
     started_at: str
     ended_at: str
     error: str | None = None
+    #: The endpoint error's kind (``timeout``, ``unreachable``, …) for state
+    #: ``error``; episodic capture maps ``timeout`` to "timed out".
+    error_kind: str | None = None
 
 
 #: A hook run before each request of a turn: ``(conversation, turn_number)``
@@ -117,6 +120,13 @@ class Agent:
         self.last_usage: ev.Usage | None = None
         self.before_request: list[BeforeRequestHook] = []
         self.after_turn: list[AfterTurnHook] = []
+        #: Approves what a tool would do (``run_command``): an async fn
+        #: (ApprovalRequest) -> Approval, handed to tools as ToolContext.approve;
+        #: None approves nothing (issue "Tools that act", "Approval").
+        self.approver: Callable[[Any], Awaitable[Any]] | None = None
+        #: The project's instructions (AGENTS.md), added to the system message
+        #: by the default composer; None for none.
+        self.project_instructions: str | None = None
 
     # --- recording helpers ------------------------------------------------
 
@@ -139,8 +149,10 @@ class Agent:
         if self.composer is not None:
             return await self.composer(conversation)
         entries = await self.store.entries(conversation)
-        return [{"role": "system", "content": self.settings.system_rules},
-                *entries_to_messages(entries)]
+        system = self.settings.system_rules
+        if self.project_instructions:  # AGENTS.md (issue "Tools that act"), in the one system message
+            system += "\n\n## Project instructions (AGENTS.md)\n\n" + self.project_instructions
+        return [{"role": "system", "content": system}, *entries_to_messages(entries)]
 
     # --- the loop -----------------------------------------------------------
 
@@ -169,6 +181,12 @@ class Agent:
                 messages = await self.compose(conversation)
                 schemas = self.tools.schemas() if len(self.tools) else None
                 estimate = estimate_messages(messages, schemas)
+                window = self.settings.context_window
+                if step_no == 0 and window and estimate > window:
+                    yield ev.Notice(
+                        f"This request is about {estimate:,} tokens, more than the model's window of "
+                        f"{window:,}: the endpoint may drop its start. {_window_advice(estimate)}, "
+                        "or start a new conversation.", level="warning")
                 options = mb.ChatOptions(context_window=self.settings.context_window,
                                          think=self.settings.think,  # type: ignore[arg-type]
                                          max_tokens=self.settings.max_tokens)
@@ -194,9 +212,8 @@ class Agent:
                             yield ev.Notice(warning, level="warning")
                     elif isinstance(item, mb.Waiting):
                         yield ev.Notice(
-                            f"The server is loading the model ({item.reason}); waiting "
-                            f"{item.delay_s:.0f} s before try {item.attempt + 1} "
-                            f"({item.waited_s:.0f} s so far).")
+                            f"Waiting for the server to load the model: try {item.attempt + 1}, "
+                            f"{item.waited_s:.1f} s so far ({item.reason}).", key="wait")
                     elif isinstance(item, mb.Done):
                         step.done_reason = item.reason
 
@@ -204,6 +221,7 @@ class Agent:
                     usage = ev.Usage(None, None, estimate)
                     self.last_usage = usage
                     yield usage
+                step_thinking = bool(step.thinking)
                 cut = step.done_reason == "length"
                 recorded = await self._record_step_text(conversation, turn, step, cut=cut)
                 for r in recorded:
@@ -215,6 +233,10 @@ class Agent:
                                     "not finished. Ask it to go on, or raise the limit.", level="warning")
                     break
                 if not step.calls:
+                    if not final_reply.strip() and step_thinking:
+                        yield ev.Notice("The model only thought and gave no answer (its thinking is "
+                                        "shown apart). Ask again, or turn thinking off: "
+                                        "/config set model.think off.", level="warning")
                     break
                 for call in step.calls:
                     async for item in self._run_tool_call(conversation, turn, call):
@@ -234,13 +256,16 @@ class Agent:
                 await self._safe_hook(hook, record)
             raise
         except mb.EndpointError as exc:
-            await self._record_partial(conversation, turn, step, reason=exc.kind)
+            partial = "".join(step.text)  # before _record_partial clears it: the after_turn record needs it
+            for item in await self._record_partial(conversation, turn, step, reason=exc.kind):
+                yield item
             message = str(exc) or exc.kind
             self._audit_event("error", {"kind": exc.kind, "message": message}, conversation, turn.number)
             await self.store.end_turn(turn.id, "error", prompt_tokens, completion_tokens, error=message)
             yield ev.Error(exc.kind, message)
-            record = TurnRecord(conversation, turn.number, turn.id, prompt, "".join(step.text) or final_reply,
-                                "error", started_at, _now(), error=message)
+            record = TurnRecord(conversation, turn.number, turn.id, prompt, partial or final_reply,
+                                "error", started_at, _now(), error=message,
+                                error_kind=exc.kind)
             for hook in self.after_turn:
                 for item in await self._safe_hook(hook, record):
                     yield item
@@ -293,9 +318,11 @@ class Agent:
         step.thinking.clear()
         return out
 
-    async def _record_partial(self, conversation: int, turn: Any, step: _Step, reason: str) -> None:
+    async def _record_partial(self, conversation: int, turn: Any, step: _Step,
+                              reason: str) -> list[ev.AgentEvent]:
         if step.text or step.thinking:
-            await self._record_step_text(conversation, turn, step, partial=True, reason=reason)
+            return await self._record_step_text(conversation, turn, step, partial=True, reason=reason)
+        return []
 
     async def _run_tool_call(self, conversation: int, turn: Any,
                              call: mb.ToolCallRequest) -> AsyncIterator[ev.AgentEvent]:
@@ -320,7 +347,7 @@ class Agent:
             else:
                 ctx = ToolContext(workdir=self.workdir, config=self.config,
                                   conversation_id=conversation, turn=turn.number,
-                                  emit=queue.put_nowait)
+                                  emit=queue.put_nowait, approve=self.approver)
                 task = asyncio.ensure_future(tool.run(arguments, ctx))
                 try:
                     while not task.done():
@@ -334,8 +361,11 @@ class Agent:
                         yield ev.ToolOutput(call.id, queue.get_nowait())
                     result = task.result()
                     content, ok, meta = result.content, result.ok, dict(result.meta)
-                except asyncio.CancelledError:
+                except (asyncio.CancelledError, GeneratorExit):
+                    # Esc, or the turn's events abandoned: end the tool (run_command
+                    # ends its process group) and record what it says
                     task.cancel()
+                    await self._record_stopped_tool(conversation, turn, call, task)
                     raise
                 except Exception as exc:  # a tool's own bug must not end the turn
                     content, ok, meta = f"error: {call.name} failed: {exc}", False, {}
@@ -346,27 +376,60 @@ class Agent:
                                           tool_call_id=call.id, meta=meta or None)
         yield ev.ToolResult(result_entry.number, call.id, call.name, content, ok, meta)
 
+    async def _record_stopped_tool(self, conversation: int, turn: Any, call: mb.ToolCallRequest,
+                                   task: "asyncio.Future[Any]") -> None:
+        """Record the result of a tool call stopped by Esc: the tool's own
+        result if it ends itself within 5 s of being cancelled (run_command
+        ends its process group and says so), else a line saying it was stopped."""
+        try:
+            await asyncio.wait({task}, timeout=5.0)
+        except asyncio.CancelledError:
+            pass
+        result = None
+        if task.done() and not task.cancelled() and task.exception() is None:
+            result = task.result()
+        content = result.content if result is not None else f"[{call.name} was stopped by the person (Esc)]"
+        meta = dict(result.meta) if result is not None else {}
+        meta.update(stopped=True, error=True)
+        try:
+            await self._record(conversation, turn, "tool_result", content, audit_kind="tool.result",
+                               tool_name=call.name, tool_call_id=call.id, meta=meta)
+        except Exception:  # the store is closing with the app: the stop itself must still go through
+            pass
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _window_advice(tokens: int) -> str:
+    """How to raise the window so ``tokens`` fit: the next power of two with
+    a quarter to spare, at least 4,096 tokens."""
+    size = 4096
+    while size < tokens * 1.25:
+        size *= 2
+    return (f"Raise the window to at least {size:,} tokens (in chat: /config set model.context_window {size}; "
+            f"in a shell: wisp config set model.context_window {size})")
 
 
 def truncation_warning(reported: int | None, estimated: int, provider: str) -> str | None:
     """A warning when the endpoint counted far fewer prompt tokens than wisp
     sent (it silently dropped the start of the prompt), else None.
 
-    ``reported`` and ``estimated`` in tokens. The advice names the setting to
-    change for the provider (Ollama: ``model.context_window``, sent as
-    ``num_ctx``; llama.cpp and others: the server's own context size).
+    ``reported`` and ``estimated`` in tokens. The advice names a window that
+    would fit and the setting to change for the provider (Ollama:
+    ``model.context_window``, sent as ``num_ctx``; llama.cpp and others: the
+    server's own context size). Source: issue "wisp runs end to end",
+    "Silent truncation".
     """
     if reported is None or reported <= 0:
         return None
     if reported >= estimated * TRUNCATION_RATIO or estimated - reported < TRUNCATION_MIN_GAP:
         return None
     if provider == "ollama":
-        fix = "raise the window: /config set model.context_window 16384 (sent as Ollama's num_ctx)"
+        fix = _window_advice(estimated) + "; it is sent as Ollama's num_ctx"
     else:
-        fix = ("start the server with a larger context (llama.cpp: -c 16384; vLLM: --max-model-len) "
-               "and set /config set model.context_window to match")
-    return (f"The endpoint counted {reported} prompt tokens but wisp sent about {estimated}: "
-            f"it probably dropped the start of the conversation. To fix it, {fix}.")
+        fix = (_window_advice(estimated) + ", and start the server with as large a context "
+               "(llama.cpp: -c; vLLM: --max-model-len)")
+    return (f"The endpoint counted {reported:,} prompt tokens but wisp sent about {estimated:,}: "
+            f"it probably dropped the start of the conversation. {fix}.")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -67,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("value")
     un = cfg_sub.add_parser("unset", help="return a setting to its default")
     un.add_argument("key")
+    from .episodes.cli import add_memory_parser  # `wisp memory …` (issue "Episodic memory")
+    add_memory_parser(sub)
+    from .context.cli import add_inspect_parser  # `wisp inspect context` (issue "Layered context")
+    add_inspect_parser(sub)
     return p
 
 
@@ -97,41 +102,99 @@ def main(argv: Sequence[str] | None = None,
     """Run ``wisp`` with ``argv``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
+        _check_flags(args)
         if args.command is None:
             if run_tui is None:
                 raise UsageError("the TUI is not available here; use `wisp ask`")
-            Config.load()  # a malformed config stops here, with its line and column
-            return run_tui(session_options(args, "tui"))
+            options = session_options(args, "tui")
+            # a malformed config, an unknown conversation or tool stops here, before the screen opens
+            asyncio.run(_check_session(options))
+            return run_tui(options)
         if args.command == "ask":
             return asyncio.run(_ask(args))
         if args.command == "conversations":
             return asyncio.run(_conversations(args))
         if args.command == "config":
             return _config(args)
+        if args.command == "memory":
+            from .episodes.cli import run_memory
+            return run_memory(args)
+        if args.command == "inspect":
+            from .context.cli import run_inspect
+            return asyncio.run(run_inspect(args))
     except (ConfigError, UsageError, SessionError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `wisp conversations | head`: the reader left; say nothing
+        _silence_stdout()
+        return EXIT_OK
+    except OSError as exc:
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"wisp: error: cannot use{where}: {exc.strerror or exc}. Check WISP_HOME, store.path "
+              "and audit.dir (wisp config get store.path).", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # a bug: one line, and the traceback only when asked for
+        if os.environ.get("WISP_DEBUG"):
+            raise
+        print(f"wisp: internal error: {type(exc).__name__}: {exc} (run with WISP_DEBUG=1 for the "
+              "traceback, and please report it)", file=sys.stderr)
+        return 1
     return EXIT_OK
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Usage errors argparse cannot see: --continue with --resume, a missing --workdir."""
+    if getattr(args, "continue_last", False) and getattr(args, "resume", None) is not None:
+        raise UsageError("use --continue or --resume ID, not both")
+    workdir = getattr(args, "workdir", None)
+    if workdir is not None and not Path(workdir).is_dir():
+        raise UsageError(f"--workdir {workdir} is not a directory")
+
+
+async def _check_session(options: SessionOptions) -> None:
+    """Open and close a session: raises what would stop the TUI from opening."""
+    session = await Session.open(options)
+    await session.close()
+
+
 async def _ask(args: argparse.Namespace) -> int:
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if args.prompt == "-":  # bytes that are not UTF-8 become replacement characters, not a crash
+        prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    else:
+        prompt = args.prompt.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     out = sys.stdout
     async with await Session.open(session_options(args, "ask")) as session:
+        for problem in session.startup_problems:
+            print(f"wisp: {problem}", file=sys.stderr)
         if not await session.connect():
+            if args.json:
+                out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))
+                          + "\n")
+                out.flush()
             print(f"wisp: error: {session.endpoint_error}", file=sys.stderr)
             return EXIT_ENDPOINT
         code = EXIT_OK
         wrote_text = False
+        shown_keys: set[str] = set()
         async for item in session.run_turn(prompt):
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(item), ensure_ascii=False) + "\n")
                 out.flush()
                 if isinstance(item, ev.Error):
+                    print(f"wisp: error: {item.message}", file=sys.stderr)
                     code = EXIT_ENDPOINT
                 continue
             if isinstance(item, ev.TextDelta):
@@ -140,7 +203,18 @@ async def _ask(args: argparse.Namespace) -> int:
                 wrote_text = True
             elif isinstance(item, ev.ToolCall):
                 print(f"[{item.name} {json.dumps(item.arguments, ensure_ascii=False)}]", file=sys.stderr)
+            elif isinstance(item, ev.ToolOutput):  # a command's output as it runs
+                sys.stderr.write(item.text)
+                sys.stderr.flush()
+            elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
+                    == "needs_approval":
+                print(f"wisp: not run, it needs approval: {item.meta.get('command', '')} (allow a prefix "
+                      "with: wisp config set tools.run_command.allow '[\"PREFIX\"]')", file=sys.stderr)
             elif isinstance(item, ev.Notice):
+                if item.key is not None and item.key in shown_keys:
+                    continue  # one line per changing state (the wait for a loading model)
+                if item.key is not None:
+                    shown_keys.add(item.key)
                 print(f"wisp: {item.text}", file=sys.stderr)
             elif isinstance(item, ev.Error):
                 if wrote_text:
@@ -152,8 +226,6 @@ async def _ask(args: argparse.Namespace) -> int:
                 if wrote_text:
                     out.write("\n")
                     out.flush()
-                if item.state == "cut":
-                    print("wisp: the reply was cut at the output limit", file=sys.stderr)
         return code
 
 

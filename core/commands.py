@@ -28,6 +28,8 @@ class CommandResult:
     error: bool = False
     title: str | None = None
     data: Any = None
+    #: The endpoint settings changed (``model.*``): the caller reconnects.
+    reconnect: bool = False
 
 
 Handler = Callable[[Any, list[str], str], Awaitable[CommandResult]]
@@ -109,6 +111,8 @@ def help_text() -> str:
         ("Up / Down", "walk the history of prompts (at the first or last line)"),
         ("Esc", "stop a streaming reply"),
         ("F1", "this help"),
+        ("F2 / F3 / F4", "show or hide the facts, task and running summary panels"),
+        ("F5", "inspect the next request's context (as /inspect context)"),
         ("Ctrl+Q", "quit"),
     ]
     return "\n".join([
@@ -143,11 +147,18 @@ async def _config(session: Any, words: list[str], rest: str) -> CommandResult:
         key = words[1]
         raw = rest.split(None, 2)[2] if len(rest.split(None, 2)) == 3 else " ".join(words[2:])
         value = cfg.set(key, raw)
-        return CommandResult(f"Set `{key}` = `{_format_value(value)}`. It applies from the next request "
-                             "(endpoint settings from the next start).", data={key: value})
+        model_key = key.startswith("model.")
+        return CommandResult(f"Set `{key}` = `{_format_value(value)}`. It applies from the next request"
+                             + (" (reconnecting to the endpoint)." if model_key else "."),
+                             data={key: value}, reconnect=model_key)
     if verb == "unset" and len(words) == 2:
         cfg.unset(words[1])
         return CommandResult(f"Unset `{words[1]}`; it is back to its default "
-                             f"`{_format_value(cfg.get(words[1]))}`.")
+                             f"`{_format_value(cfg.get(words[1]))}`.", reconnect=words[1].startswith("model."))
     return CommandResult("Usage: /config, /config get KEY, /config set KEY VALUE, /config unset KEY",
                          error=True)
+
+
+from .episodes import commands as _episodes_commands  # noqa: E402,F401  (registers /memory)
+from . import toolset as _toolset  # noqa: E402,F401  (registers /tools)
+from .context import commands as _context_commands  # noqa: E402,F401  (registers /fact /task /show /inspect)

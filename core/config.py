@@ -145,6 +145,21 @@ class KeySpec:
 def _check_endpoint(value: str) -> str | None:
     if not re.match(r"^https?://[^\s/]+", value):
         return "a base URL starting with http:// or https://"
+    from urllib.parse import urlsplit
+
+    try:
+        urlsplit(value).port  # raises for a port outside 0-65535
+    except ValueError:
+        return "a base URL with a port from 1 to 65535"
+    return None
+
+
+def _check_tool_name(value: str) -> str | None:
+    """A tool wisp has (issue "Tools that act": a bad name would stop every run)."""
+    from .tools import AVAILABLE
+
+    if value not in AVAILABLE:
+        return f"tool names wisp has ({', '.join(AVAILABLE)}); {value!r} is not one"
     return None
 
 
@@ -153,6 +168,13 @@ def _check_env_name(value: str) -> str | None:
         return ("the name of an environment variable (never the key itself), "
                 "made of letters, digits and _")
     return None
+
+
+def _check_timezone(value: str) -> str | None:
+    """An IANA time zone this machine knows (issue "Episodic memory", "Settings")."""
+    from .episodes.dates import check_timezone
+
+    return check_timezone(value)
 
 
 def _spec(*args: Any, **kwargs: Any) -> KeySpec:
@@ -187,7 +209,7 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("agent.max_steps", "int", 20, minimum=1, example="20",
               help="model requests in one turn, at most"),
         _spec("tools.enabled", "list", ["read_file", "system_info"], example='["read_file","system_info"]',
-              help="the tools the model may call"),
+              check=_check_tool_name, help="the tools the model may call"),
         _spec("tools.read_file.allow_outside_workdir", "bool", False, example="off",
               help="let read_file read outside the conversation's working directory"),
         _spec("tools.read_file.max_bytes", "int", 262144, minimum=1, unit="bytes", example="262144",
@@ -197,7 +219,7 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("tools.run_command.max_output_bytes", "int", 1048576, minimum=1, unit="bytes",
               example="1048576", help="the most output kept from one command"),
         _spec("tools.run_command.allow", "list", [], example='["pytest","make"]',
-              help="commands run without asking"),
+              help="command prefixes (whole words) that run without asking; the only ones wisp ask runs"),
         _spec("context.reserve", "int", 1024, minimum=0, unit="tokens", example="1024",
               help="tokens of the window kept for the reply"),
         _spec("context.recent_turns", "int", 0, minimum=0, example="0",
@@ -215,9 +237,11 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("memory.enabled", "bool", True, example="on",
               help="episodic memory across conversations"),
         _spec("memory.timezone", "str", None, optional=True, example="Europe/Paris",
-              help="time zone for memory dates; unset uses the system's"),
-        _spec("memory.workspace", "str", None, optional=True, example="~/work",
-              help="the workspace episodic memory is scoped to"),
+              check=_check_timezone,
+              help="IANA time zone for memory dates and calendar boundaries; unset uses the system's"),
+        _spec("memory.workspace", "str", None, optional=True, example="website",
+              help="the workspace exchanges are captured under; unset uses the project "
+                   "(git top-level or directory name)"),
         _spec("memory.serve_allow_non_loopback", "bool", False, example="off",
               help="let the memory server listen beyond 127.0.0.1"),
         _spec("ui.theme", "str", "wisp", example="wisp", help="the Textual theme"),
@@ -313,6 +337,10 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
 
     def bad(why: str | None = None) -> ConfigError:
         expected = why or spec.describe_type()
+        if not text and isinstance(original, str) and spec.type in ("bool", "int", "float"):
+            # in config.json, "off" is a string: the file wants JSON's true/false or a bare number
+            expected = {"bool": "true or false", "int": "a whole number",
+                        "float": "a number"}[spec.type] + " (in config.json, without quotes)"
         return ConfigError(
             f"{key} expects {expected}, such as {spec.example}; got {_short(original)}", key=key
         )
@@ -371,6 +399,8 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
             raise bad()
         for v in value:
             _check_text(key, v, bad)
+            if spec.check and (why := spec.check(v)):
+                raise bad(why)
         return list(value)
     elif spec.type == "choice":
         if isinstance(value, bool) and spec.aliases:
@@ -387,6 +417,8 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
         _check_text(key, value, bad)
         if spec.check and (why := spec.check(value)):
             raise bad(why)
+        if key == "model.gguf" and text and not Path(value).expanduser().is_file():
+            raise bad("the path of an existing GGUF file")  # typed now; a file moved later is said at start
         return value
     # numbers: bounds
     if spec.minimum is not None:

@@ -99,6 +99,9 @@ class Notice:
 
     text: str
     level: str = "info"
+    #: Notices with the same key stand for one changing state (e.g. ``"wait"``
+    #: while a server loads the model): a view shows only the latest.
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,33 @@ class Error:
 
 
 @dataclass(frozen=True)
+class FactChanged:
+    """A fact changed (issue "Layered context"): ``action`` is ``recorded``,
+    ``forgotten`` or ``kept``; ``fact`` its version id (``c3``); ``source``
+    ``person``, ``tool`` or ``model``; ``proposal`` for a model's note not
+    yet kept. Views refresh their facts and task from the store."""
+
+    conversation: int
+    fact: str
+    subject: str
+    name: str
+    value: str
+    source: str
+    action: str = "recorded"
+    proposal: bool = False
+
+
+@dataclass(frozen=True)
+class SummaryChanged:
+    """A running summary version was recorded: ``version`` and the turns it
+    ``covers`` (they may leave the window)."""
+
+    conversation: int
+    version: int
+    covers: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The turn is over. ``state`` is ``done``, ``stopped``, ``error`` or ``cut``."""
 
@@ -122,7 +152,7 @@ class TurnEnded:
 
 AgentEvent = Union[
     TurnStarted, TextDelta, ThinkingDelta, ReplyRecorded, ToolCall, ToolOutput,
-    ToolResult, Usage, Notice, Error, TurnEnded,
+    ToolResult, Usage, Notice, Error, TurnEnded, FactChanged, SummaryChanged,
 ]
 
 

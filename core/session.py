@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
+from . import events as ev
 from .agent import Agent, AgentSettings
 from .audit import AuditLog
 from .config import Config
 from .model import base as mb
 from .model.resolve import EndpointSettings, resolve_endpoint
 from .store import Store
-from .tools import build_registry
+from .agents_md import load_agents_md
+from .tools import ToolRegistry, build_registry
+from .tools.approval import Approvals, WorkspaceAllowList
+from .toolset import choose_tools
 
 DEFAULT_CONTEXT_WINDOW = 4096  # tokens, when neither config nor endpoint says
 
@@ -47,7 +51,11 @@ class Session:
     """An open session. Use ``async with await Session.open(options)`` or call
     :meth:`close`. Attributes: ``config``, ``store``, ``audit``, ``agent``,
     ``conversation_id`` (None until the first turn of a new conversation),
-    ``endpoint_label``, ``model_name``, ``endpoint_error`` (str or None)."""
+    ``endpoint_label``, ``model_name``, ``endpoint_error`` (str or None),
+    ``tool_choice`` (which tools and from where), ``project_instructions``
+    (AGENTS.md's text, or None), ``startup_problems`` and ``approvals``
+    (the :class:`~wisp.core.tools.approval.Approvals`; the TUI sets its
+    ``ask``)."""
 
     def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog):
         self.options = options
@@ -62,22 +70,51 @@ class Session:
         self.endpoint_error: str | None = None
         self.context_window: int | None = None
         self._resolved: Any = None
-        self.tool_names = self._tool_names()
-        try:
-            registry = build_registry(self.tool_names)
-        except ValueError as exc:
-            raise SessionError(str(exc)) from None
+        registry = self._load_project()
         self.agent = Agent(
             store=store, audit=audit, endpoint=None, tools=registry, workdir=self.workdir,
             config=config,
             settings=AgentSettings(max_steps=int(config.get("agent.max_steps")),
                                    think=str(config.get("model.think"))),
         )
+        # Tools that act ask first; AGENTS.md's instructions reach the model (issue "Tools that act").
+        self.approvals = Approvals(config, audit, WorkspaceAllowList(Path(config.path).parent / "approvals.json"),
+                                   ask=None, transport=options.transport)
+        self.agent.approver = self.approvals
+        self.agent.project_instructions = self.project_instructions
+        # The layered context composes every request (issue "Layered context").
+        from .context.manager import ContextManager
+        self.context = ContextManager(self)
+        self.context.install(self.agent)
+        if "memory" in self.tool_names:  # the model's memory tool reads this session's record (issue "The memory tool")
+            from .memory.tool import attach_memory
+            attach_memory(self)
+        # Episodic memory: every exchange is captured (issue "Episodic memory").
+        from .episodes.capture import install_capture
+        install_capture(self)
 
-    def _tool_names(self) -> list[str]:
-        if self.options.tools is not None:
-            return list(dict.fromkeys(self.options.tools))
-        return list(dict.fromkeys(self.config.get("tools.enabled") or []))
+    def _load_project(self) -> ToolRegistry:
+        """Read the working directory's AGENTS.md and choose the tools: sets
+        ``agents_md``, ``tool_choice``, ``tool_names``, ``project_instructions``
+        (AGENTS.md without its tools line, or None) and ``startup_problems``
+        (one-line warnings to show). Raises :class:`SessionError` for an
+        unknown tool or an unreadable tools line (issue "Tools that act")."""
+        try:
+            self.agents_md = load_agents_md(self.workdir)
+            self.tool_choice = choose_tools(self.options.tools, self.agents_md, self.config)
+            if (self.tool_choice.source == "config" and self.config.get("context.memory")
+                    and "memory" not in self.tool_choice.names):
+                # context.memory on: a conversation given every tool gets memory too; an
+                # explicit list (--tool, AGENTS.md) is exactly that list (issue "The memory tool")
+                self.tool_choice.names.append("memory")
+                self.tool_choice.detail += " and context.memory"
+            registry = build_registry(self.tool_choice.names)
+        except ValueError as exc:
+            raise SessionError(str(exc)) from None
+        self.tool_names = self.tool_choice.names
+        self.project_instructions = self.agents_md.instructions if self.agents_md else None
+        self.startup_problems = list(self.agents_md.problems) if self.agents_md else []
+        return registry
 
     @classmethod
     async def open(cls, options: SessionOptions, config: Config | None = None) -> "Session":
@@ -109,6 +146,12 @@ class Session:
             if conv is not None and conv.workdir:
                 session.workdir = Path(conv.workdir)
                 session.agent.workdir = session.workdir
+                try:  # the conversation's own directory has its own AGENTS.md
+                    session.agent.tools = session._load_project()
+                except SessionError:
+                    await store.close()
+                    raise
+                session.agent.project_instructions = session.project_instructions
         return session
 
     async def __aenter__(self) -> "Session":
@@ -168,8 +211,22 @@ class Session:
         return self.conversation_id
 
     async def run_turn(self, prompt: str) -> AsyncIterator[Any]:
-        """Run one turn in the current conversation (see :meth:`Agent.run_turn`)."""
+        """Run one turn in the current conversation (see :meth:`Agent.run_turn`).
+
+        Settings (``agent.max_steps``, ``model.think``) are read afresh, so a
+        ``/config set`` applies from this turn. A conversation whose turn
+        another live wisp process is running gets an ``Error`` event of kind
+        ``busy`` and no turn: two processes would interleave their turns.
+        """
         conversation = await self.ensure_conversation()
+        self.agent.settings.max_steps = int(self.config.get("agent.max_steps"))
+        self.agent.settings.think = str(self.config.get("model.think"))
+        owner = await self.store.running_elsewhere(conversation)
+        if owner is not None:
+            yield ev.Error("busy", f"Conversation {conversation} has a turn running in another wisp "
+                                   f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
+                                   "new conversation.")
+            return
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
         async for item in self.agent.run_turn(conversation, prompt):

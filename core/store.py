@@ -583,6 +583,22 @@ class Store:
         row = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
         return int(row[0])
 
+    async def running_elsewhere(self, conversation_id: int) -> str | None:
+        """The owner (``host:pid``) of an open turn of this conversation that a
+        live other process on this host is running, or None. Two processes
+        adding turns to one conversation at once would interleave them, so a
+        caller refuses to start a turn while this is not None."""
+        rows = await self._all("SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'",
+                               (conversation_id,))
+        host = socket.gethostname()
+        for (owner,) in rows:
+            if not owner or owner == self._owner:
+                continue
+            h, _, pid = owner.rpartition(":")
+            if h == host and pid.isdigit() and _pid_alive(int(pid)):
+                return owner
+        return None
+
     async def recover_open_turns(self) -> list[int]:
         """Mark ``stopped`` every turn left ``open`` by a process that is gone,
         with ``error`` = :data:`RECOVERED_ERROR`; returns their ids.

@@ -59,7 +59,7 @@ def ollama_home(wisp_home: Path, fake_ollama: FakeOllama) -> tuple[Path, FakeOll
     """A WISP_HOME whose config points at the fake Ollama server."""
     write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": fake_ollama.base_url,
                              "model.name": "wisp-fake:latest", "model.timeout_s": 5,
-                             "model.load_wait_s": 2})
+                             "model.load_wait_s": 10})
     return wisp_home, fake_ollama
 
 
@@ -68,7 +68,7 @@ def openai_home(wisp_home: Path, fake_openai: FakeOpenAI) -> tuple[Path, FakeOpe
     """A WISP_HOME whose config points at the fake OpenAI-compatible server."""
     write_config(wisp_home, {"model.provider": "openai", "model.endpoint": fake_openai.base_url,
                              "model.name": "wisp-fake", "model.timeout_s": 5,
-                             "model.load_wait_s": 2})
+                             "model.load_wait_s": 10})
     return wisp_home, fake_openai
 
 

@@ -136,3 +136,76 @@ def test_conversations_empty(wisp_home: Path) -> None:
 def test_unknown_resume_is_a_usage_error(ollama_home) -> None:
     r = wisp("ask", "hi", "--resume", "999")
     assert r.returncode == 2 and "no conversation 999" in r.stderr
+
+
+def test_stdin_prompt_with_bytes_that_are_not_utf8(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    r = subprocess.run([WISP, "ask", "-"], input=b"bad bytes \xff\xfe here\n", capture_output=True,
+                       cwd=tmp_path, timeout=60, env=os.environ.copy())
+    assert r.returncode == 0, r.stderr
+    assert "bad bytes \ufffd\ufffd here" in r.stdout.decode()
+    assert srv.chat_bodies[0]["messages"][-1]["content"].startswith("bad bytes \ufffd\ufffd")
+
+
+def test_unusable_home_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "WISP_HOME": "/proc/wisp-cannot-be-here"}
+    r = subprocess.run([WISP, "ask", "hi"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "WISP_HOME" in r.stderr
+
+
+def test_listing_into_a_closed_pipe_is_quiet(wisp_home: Path, tmp_path: Path) -> None:
+    import asyncio
+
+    from wisp.core.session import Session, SessionOptions
+
+    async def many() -> None:
+        async with await Session.open(SessionOptions(workdir=tmp_path)) as s:
+            for i in range(3000):
+                conv = await s.store.create_conversation(str(tmp_path), title=f"conversation {i}")
+    asyncio.run(many())
+    r = subprocess.run(f"{WISP} conversations | head -1", shell=True, capture_output=True, text=True,
+                       env=os.environ.copy(), timeout=60)
+    assert "ID" in r.stdout and "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--resume", "9999"], "no conversation 9999"),
+    (["--tool", "bogus"], "'bogus'"),
+    (["--continue", "--resume", "1"], "not both"),
+    (["--workdir", "/nonexistent/dir"], "not a directory"),
+])
+def test_bad_tui_options_stop_before_the_screen_opens(wisp_home: Path, args, words) -> None:
+    r = wisp(*args, timeout=30)
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ask_json_reports_a_refused_connection_as_an_event(wisp_home: Path, tmp_path: Path) -> None:
+    srv = FakeOllama().start()
+    url = srv.base_url
+    srv.stop()
+    write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": url})
+    r = wisp("ask", "hello", "--json", cwd=tmp_path)
+    assert r.returncode == 3
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert events[-1]["event"] == "error" and url in events[-1]["message"]
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_ask_json_mid_stream_fault_also_says_it_on_stderr(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    srv.push(fault.disconnect(text("half an ans")))
+    r = wisp("ask", "hello", "--json", cwd=tmp_path)
+    assert r.returncode == 3
+    names = [json.loads(line)["event"] for line in r.stdout.splitlines()]
+    assert "reply_recorded" in names and "error" in names  # the partial reply is recorded and said so
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_wait_for_a_loading_model_is_one_line(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    srv.push(fault.unavailable(times=4))
+    r = wisp("ask", "hello", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "You said: hello\n"
+    assert len([l for l in r.stderr.splitlines() if "load the model" in l]) == 1

@@ -471,8 +471,28 @@ def test_unknown_keys_in_the_file_are_reported(home):
 def test_wrong_types_in_the_file_are_reported(home):
     home.mkdir()
     (home / "config.json").write_text(json.dumps({"agent": {"max_steps": "ten"}}))
-    with pytest.raises(ConfigError, match=r"config\.json: agent\.max_steps expects an integer"):
+    with pytest.raises(ConfigError, match=r"config\.json: agent\.max_steps expects a whole number "
+                                          r"\(in config\.json, without quotes\)"):
         Config.load()
+
+
+def test_a_quoted_boolean_in_the_file_says_to_drop_the_quotes(home):
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"audit": {"enabled": "off"}}))
+    with pytest.raises(ConfigError) as e:
+        Config.load()
+    assert "true or false (in config.json, without quotes)" in str(e.value) and "'off'" in str(e.value)
+
+
+def test_values_that_would_break_every_run_are_refused(home):
+    cfg = Config.load()
+    with pytest.raises(ConfigError, match="'bogus' is not one"):
+        cfg.set("tools.enabled", "read_file,bogus")
+    with pytest.raises(ConfigError, match="port from 1 to 65535"):
+        cfg.set("model.endpoint", "http://127.0.0.1:99999")
+    with pytest.raises(ConfigError, match="existing GGUF file"):
+        cfg.set("model.gguf", "/nonexistent.gguf")
+    assert cfg.get("tools.enabled") == ["read_file", "system_info"]
 
 
 def test_lenient_load_lists_problems_and_set_preserves_them(home):
@@ -523,6 +543,9 @@ def _values(spec):
         lo = float(spec.minimum or 0)
         return st.floats(min_value=lo, max_value=1e9, allow_nan=False, allow_infinity=False,
                          exclude_min=spec.exclusive_min)
+    if spec.key == "tools.enabled":  # names of tools wisp has
+        from wisp.core.tools import AVAILABLE
+        return st.lists(st.sampled_from(sorted(AVAILABLE)), max_size=4)
     if spec.type == "list":
         return st.lists(st.text(min_size=1, max_size=10), max_size=5)
     if spec.type == "choice":
@@ -533,6 +556,10 @@ def _values(spec):
                          st.integers(1, 65535))
     if spec.key == "model.api_key_env":
         return _ENV
+    if spec.key == "model.gguf":  # an existing file, when typed
+        return st.just(__file__)
+    if spec.key == "memory.timezone":  # checked against the tz database (issue "Episodic memory")
+        return st.sampled_from(["Europe/London", "America/New_York", "Asia/Tokyo", "UTC"])
     return _TEXT
 
 

@@ -86,9 +86,9 @@ async def test_async_context_manager(tmp_path):
 
 V2 = """
 ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE facts (id INTEGER PRIMARY KEY, conversation_id INTEGER REFERENCES conversations (id),
+CREATE TABLE test_pins (id INTEGER PRIMARY KEY, conversation_id INTEGER REFERENCES conversations (id),
                     name TEXT NOT NULL);
-CREATE TRIGGER facts_touch AFTER INSERT ON facts BEGIN
+CREATE TRIGGER test_pins_touch AFTER INSERT ON test_pins BEGIN
     UPDATE conversations SET updated_at = 'x' WHERE id = NEW.conversation_id;
     UPDATE conversations SET title = 'y' WHERE id = NEW.conversation_id;
 END;
@@ -106,7 +106,7 @@ async def test_old_version_db_is_migrated(tmp_path, monkeypatch):
         assert await s.schema_version() == len(MIGRATIONS) + 1
         assert (await s.get_conversation(c.id)).title == "kept"
         async with s.transaction() as db:
-            await db.execute("INSERT INTO facts (conversation_id, name) VALUES (?, 'n')", (c.id,))
+            await db.execute("INSERT INTO test_pins (conversation_id, name) VALUES (?, 'n')", (c.id,))
         async with s.db.execute("SELECT pinned, title, updated_at FROM conversations") as cur:
             assert tuple(await cur.fetchone()) == (0, "y", "x")  # the trigger came whole
     # opening again runs nothing more

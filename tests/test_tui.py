@@ -153,12 +153,13 @@ async def test_timeout_and_wait_for_loading_model(wisp_home: Path, tmp_path: Pat
     with FakeOllama() as srv:
         write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": srv.base_url,
                                  "model.timeout_s": 0.5, "model.load_wait_s": 3})
-        srv.push(fault.unavailable(times=1), fault.stall(text("slow")))
+        srv.push(fault.unavailable(times=3), fault.stall(text("slow")))
         app = WispApp(SessionOptions(workdir=tmp_path))
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot, app)
             await send(pilot, app, "first")
-            assert any("loading the model" in str(n.render()) for n in app.query(Notice))
+            waits = [n for n in app.query(Notice) if "load the model" in str(n.render())]
+            assert len(waits) == 1  # one line for the whole wait, however many tries
             assert app.query(AssistantMessage).last().text == "You said: first"
             await send(pilot, app, "second")
             assert any("timed out" in str(n.render()).lower() or "timeout" in str(n.render()).lower()
@@ -271,3 +272,57 @@ async def test_config_slash_command(ollama_home, tmp_path: Path) -> None:
         out = app.query(CommandOutput).last()
         assert out.has_class("-error") and "context.memory" in out.source
         assert srv.chat_bodies == []  # commands cost the model nothing
+
+
+async def test_config_set_model_name_reconnects(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        assert app.status.model == "wisp-fake:latest"
+        app.prompt_input.load_text("/config set model.name wisp-fake-2:latest")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.status.model == "wisp-fake-2:latest", "the new model in the status bar")
+        await send(pilot, app, "hello")
+        assert srv.chat_bodies[-1]["model"] == "wisp-fake-2:latest"
+
+
+async def test_keyboard_scrolls_and_typing_finds_the_prompt(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    for i in range(8):
+        srv.push(reply(text("\n\n".join(f"paragraph {j} of reply {i}" for j in range(12)))))
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        for i in range(8):
+            await send(pilot, app, f"prompt {i}")
+        bottom = app.chat.scroll_y
+        assert bottom > 0
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert app.chat.scroll_y < bottom
+        await pilot.press("ctrl+end")
+        await pilot.pause()
+        assert app.chat.scroll_y == app.chat.max_scroll_y
+        # focus leaves the prompt (say a click on a block); typing still lands in the prompt
+        app.set_focus(None)
+        await pilot.press("h", "i")
+        assert app.prompt_input.text == "hi" and app.focused is app.prompt_input
+
+
+async def test_turns_added_by_another_process_are_shown_before_a_turn(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await send(pilot, app, "from this window")
+        conv = app.session.conversation_id
+        # another wisp (here: a second session on the same files) adds a turn
+        async with await Session.open(SessionOptions(workdir=tmp_path, resume=conv)) as other:
+            await other.connect()
+            async for _ in other.run_turn("from the other window"):
+                pass
+        await send(pilot, app, "back here")
+        users = [str(u.render()) for u in app.query(UserMessage)]
+        assert users == ["from this window", "from the other window", "back here"]
+        assert any("added by another wisp" in str(n.render()) for n in app.query(Notice))

@@ -24,6 +24,8 @@ from wisp.core.transcript import load_page, prompt_history
 from wisp.themes import STYLESHEET, WISP_THEME
 
 from .chat import AssistantMessage, ChatPane, CommandOutput, Notice, ToolBlock, UserMessage
+from .context_panels import ContextSidebar
+from .context_views import view_for
 from .help import HelpScreen
 from .prompt import PromptInput
 from .status import StatusBar
@@ -41,6 +43,16 @@ class WispApp(App[int]):
         Binding("f1", "help", "Help"),
         Binding("escape", "stop", "Stop reply", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("pageup", "scroll_chat('page_up')", "Scroll up", show=False, priority=True),
+        Binding("pagedown", "scroll_chat('page_down')", "Scroll down", show=False, priority=True),
+        Binding("ctrl+home", "scroll_chat('home')", "Top", show=False, priority=True),
+        Binding("ctrl+end", "scroll_chat('end')", "Bottom", show=False, priority=True),
+        Binding("ctrl+o", "toggle_blocks", "Open/close the last reply's blocks", show=False),
+        # the layered context's panels and view (issue "Layered context")
+        Binding("f2", "toggle_panel('facts')", "Facts", show=False),
+        Binding("f3", "toggle_panel('task')", "Task", show=False),
+        Binding("f4", "toggle_panel('summary')", "Summary", show=False),
+        Binding("f5", "inspect_context", "Inspect context", show=False),
     ]
 
     def __init__(self, options: SessionOptions | None = None, config: Config | None = None,
@@ -52,12 +64,14 @@ class WispApp(App[int]):
         self.session: Session | None = None
         self.turn_worker: Worker[Any] | None = None
         self._first_shown: int | None = None
+        self._last_turn_shown = 0
         self._session_closing = False
         self.ready = asyncio.Event()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             yield ChatPane(id="chat")
+            yield ContextSidebar(id="context-sidebar")
         yield PromptInput(id="prompt")
         yield StatusBar(id="status")
 
@@ -75,9 +89,12 @@ class WispApp(App[int]):
 
     async def on_mount(self) -> None:
         self.register_theme(WISP_THEME)
-        self.theme = "wisp"
+        self.theme = _theme_name(self._config, set(self.available_themes))
         self.prompt_input.focus()
         self.start_session()
+        # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
+        from wisp.core.episodes.refine import REFINE_INTERVAL_S
+        self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
 
     @work(exclusive=True, group="session")
     async def start_session(self) -> None:
@@ -91,9 +108,13 @@ class WispApp(App[int]):
             return
         s = self.session
         self.status.conversation = s.conversation_id
+        s.approvals.ask = self.ask_approval  # commands wait for the person's say (tui/approval.py)
+        for problem in getattr(s, "startup_problems", []):
+            await self.chat.add(Notice(problem, "warning"))
         if s.conversation_id is not None:
             await self.show_page(s.conversation_id)
             self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
+        self.refresh_context()
         if self._connect:
             await self.connect()
         self.ready.set()
@@ -102,11 +123,17 @@ class WispApp(App[int]):
         """Resolve the endpoint; show which model and endpoint, or why none."""
         assert self.session is not None
         self.status.state = "connecting"
+        said: list[Notice] = []
+
         async def say(line: str) -> None:
             self.status.endpoint = line
-            await self.chat.add(Notice(line))
+            said.append(Notice(line))
+            await self.chat.add(said[-1])
 
         ok = await self.session.connect(on_status=say)
+        if ok:
+            for notice in said:  # "Starting the embedded model…" is done: the status bar says what runs
+                await notice.remove()
         self.status.endpoint = self.session.endpoint_label
         self.status.model = self.session.model_name
         self.status.window = self.session.context_window
@@ -132,6 +159,7 @@ class WispApp(App[int]):
             await self.chat.mount_all(widgets, before=index if index < len(self.chat.children) else None)
         if page.turns:
             self._first_shown = page.turns[0].number
+            self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number)
         if page.earlier:
             await self.chat.show_earlier_button(page.earlier)
         else:
@@ -152,7 +180,18 @@ class WispApp(App[int]):
             return
         if is_command(text):
             result = await run_command(self.session, text)
+            self.refresh_context()  # /fact, /task … change what the panels show
+            view = view_for(result)  # /inspect context, /show: a view, not chat text
+            if view is not None:
+                await self.push_screen(view)
+                return
+            if result.title == "memory" and not result.error and (result.data or {}).get("memories"):
+                from .memory import MemoryScreen  # /memory: pick a memory to read (issue "Episodic memory")
+                await self.push_screen(MemoryScreen(self.session, result.data))
+                return
             await self.chat.add(CommandOutput(f"`{text.strip()}`\n\n{result.text}", error=result.error))
+            if result.reconnect and (self.turn_worker is None or not self.turn_worker.is_running):
+                await self.connect()  # /config set model.…: use the new endpoint or model now
             return
         if self.turn_worker is not None and self.turn_worker.is_running:
             await self.chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
@@ -166,9 +205,10 @@ class WispApp(App[int]):
         s = self.session
         if s.endpoint is None and not await self.connect():
             await self.chat.add(UserMessage(text))
-            await self.chat.add(Notice("Not sent: no model endpoint answers. " +
-                                       (s.endpoint_error or ""), "error"))
+            await self.chat.add(Notice("Not sent: no model endpoint answers (see above). "
+                                       "Press Up to get the prompt back.", "error"))
             return
+        await self.show_turns_from_elsewhere()
         self.status.state = "streaming"
         reply: AssistantMessage | None = None
         blocks: dict[str, ToolBlock] = {}
@@ -185,6 +225,7 @@ class WispApp(App[int]):
             async for item in s.run_turn(text):
                 if isinstance(item, ev.TurnStarted):
                     self.status.conversation = item.conversation
+                    self._last_turn_shown = item.turn
                     await self.chat.add(UserMessage(item.prompt, entry=item.entry))
                 elif isinstance(item, ev.TextDelta):
                     await (await ensure_reply()).add_text(item.text)
@@ -194,6 +235,8 @@ class WispApp(App[int]):
                 elif isinstance(item, ev.ToolCall):
                     block = ToolBlock(item.name, item.arguments, item.call_id, item.entry)
                     blocks[item.call_id] = block
+                    if item.name == "run_command":  # its output streams in view
+                        block.collapsed = False
                     await (await ensure_reply()).add_tool(block)
                     self.chat.scroll_end(animate=False)
                 elif isinstance(item, ev.ToolOutput):
@@ -207,17 +250,26 @@ class WispApp(App[int]):
                     self.status.estimated_tokens = item.estimated_prompt
                     self.status.completion_tokens = item.completion
                 elif isinstance(item, ev.Notice):
-                    await self.chat.add(Notice(item.text, item.level))
+                    last = self.chat.children[-1] if self.chat.children else None
+                    if item.key is not None and isinstance(last, Notice) and last.key == item.key:
+                        last.set_text(item.text)  # one line for one changing state
+                    else:
+                        await self.chat.add(Notice(item.text, item.level, key=item.key))
                 elif isinstance(item, ev.Error):
                     if reply is not None:
                         await reply.finish(partial=True)
                     await self.chat.add(Notice(item.message, "error"))
+                elif isinstance(item, (ev.FactChanged, ev.SummaryChanged)):
+                    self.refresh_context()
                 elif isinstance(item, ev.TurnEnded):
                     final_state = item.state
                     if reply is not None and item.state != "error":
                         await reply.finish(cut=item.state == "cut")
         except asyncio.CancelledError:
             final_state = "stopped"
+            for block in blocks.values():  # a tool still running was ended with the turn
+                if str(block.title).endswith("…running"):
+                    block.finish(block.output + "\n■ stopped", False)
             if reply is not None:
                 await reply.finish(stopped=True)
             else:
@@ -226,8 +278,119 @@ class WispApp(App[int]):
         finally:
             self.status.state = "error" if final_state == "error" else "ready"
             self.chat.scroll_end(animate=False)
+            self.refresh_context()
+
+    @work(exclusive=True, group="context-panels", exit_on_error=False)
+    async def refresh_context(self) -> None:
+        """Redraw the facts, task and summary panels from the session (core reads the store)."""
+        s = self.session
+        if s is None or self._session_closing:
+            return
+        state = await s.context.panel_state(s.conversation_id)
+        self.query_one(ContextSidebar).show_state(state)
+
+    def action_toggle_panel(self, name: str) -> None:
+        """F2/F3/F4: show or hide the facts, task or running summary panel."""
+        self.query_one(ContextSidebar).toggle(name)
+
+    async def action_inspect_context(self) -> None:
+        """F5: the same view as /inspect context (F6 selects a line in the prompt)."""
+        if self.session is not None:
+            result = await run_command(self.session, "/inspect context")
+            view = view_for(result)
+            if view is not None:
+                await self.push_screen(view)
+
+    @work(exclusive=True, group="memory-refine", exit_on_error=False)
+    async def refine_memory(self) -> None:
+        """Run episodic memory's refinement once (the work is in core); skipped
+        while a reply streams or the session closes, to be tried next time."""
+        from wisp.core.episodes.refine import refine_in_session
+
+        busy = self.turn_worker is not None and self.turn_worker.is_running
+        if self.session is not None and not self._session_closing and not busy:
+            await refine_in_session(self.session)
+
+    async def ask_approval(self, request: Any) -> tuple[str, str | None]:
+        """Ask the person about a command in the approval modal; returns
+        ``(choice, prefix)`` (see :class:`~wisp.tui.approval.ApprovalScreen`).
+        A stopped turn closes the modal."""
+        from .approval import ApprovalScreen
+
+        answer: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
+        screen = ApprovalScreen(request)
+
+        def done(result: tuple[str, str | None] | None) -> None:
+            if not answer.done():
+                answer.set_result(result or ("deny", None))
+
+        status = self.status  # looked up now: while the modal is up, queries go to the modal
+        previous = status.state
+        status.state = "waiting for approval"
+        await self.push_screen(screen, callback=done)
+        try:
+            return await answer
+        except asyncio.CancelledError:
+            if screen.is_current:
+                screen.dismiss(None)
+            raise
+        finally:
+            status.state = previous
+
+    async def show_turns_from_elsewhere(self) -> None:
+        """Render turns another wisp process added to this conversation since
+        it was shown, so the screen shows all the model will be sent."""
+        s = self.session
+        if s is None or s.conversation_id is None:
+            return
+        count = await s.store.count_turns(s.conversation_id)
+        missing = count - self._last_turn_shown
+        if missing <= 0:
+            return
+        page = await load_page(s.store, s.conversation_id, limit=min(missing, PAGE_TURNS))
+        await self.chat.add(Notice(f"{missing} turn{'s' if missing > 1 else ''} added by another wisp "
+                                   "process since this one opened:", "warning"))
+        for turn in page.turns:
+            for widget in _turn_widgets(turn):
+                await self.chat.add(widget)
+        self._last_turn_shown = count
 
     # --- actions ---------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """PageUp/PageDown/Ctrl+Home/Ctrl+End scroll the chat only when no view
+        (/inspect context, /show, help) is open over it; a view scrolls itself."""
+        if action == "scroll_chat" and len(self.screen_stack) > 1:
+            return False
+        return True
+
+    def action_scroll_chat(self, where: str) -> None:
+        """PageUp/PageDown/Ctrl+Home/Ctrl+End scroll the conversation from the prompt."""
+        chat = self.chat
+        {"page_up": chat.scroll_page_up, "page_down": chat.scroll_page_down,
+         "home": chat.scroll_home, "end": chat.scroll_end}[where](animate=False)
+
+    def action_toggle_blocks(self) -> None:
+        """Ctrl+O: open or close the tool and thinking blocks of the last reply."""
+        from textual.widgets import Collapsible
+
+        replies = self.chat.query(AssistantMessage)
+        if not replies:
+            return
+        blocks = list(replies.last().query(Collapsible))
+        if blocks:
+            opening = all(b.collapsed for b in blocks)
+            for block in blocks:
+                block.collapsed = not opening
+
+    def on_key(self, event: Any) -> None:
+        """Typing while focus is elsewhere (a clicked block) goes to the prompt, not nowhere."""
+        if (event.is_printable and self.screen is self.screen_stack[0]
+                and not isinstance(self.focused, PromptInput)):
+            prompt = self.prompt_input
+            prompt.focus()
+            prompt.insert(event.character or "")
+            event.stop()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -273,7 +436,9 @@ def _turn_widgets(turn: Any) -> list[Any]:
         elif e.kind == "reply":
             widgets.append(AssistantMessage(e.content or "", cut=bool(meta.get("cut")),
                                             partial=bool(meta.get("partial"))))
-            if meta.get("partial"):
+            if meta.get("partial") and meta.get("reason") == "stopped":
+                widgets.append(Notice("■ stopped — the reply so far is kept", "warning"))
+            elif meta.get("partial"):
                 reason = meta.get("reason") or "an error"
                 widgets.append(Notice(f"⚠ incomplete ({reason}) — the reply so far is kept", "warning"))
             elif meta.get("cut"):
@@ -289,8 +454,18 @@ def _turn_widgets(turn: Any) -> list[Any]:
         elif e.kind == "notice":
             widgets.append(Notice(e.content, "warning"))
     del reply, pending_text
-    if turn.state == "stopped":
+    stopped_reply = any(e.kind == "reply" and (e.meta or {}).get("reason") == "stopped" for e in turn.entries)
+    if turn.state == "stopped" and not stopped_reply:
         widgets.append(Notice("■ stopped", "warning"))
     elif turn.state == "error":
         widgets.append(Notice("⚠ this turn ended with an error", "error"))
     return widgets
+
+
+def _theme_name(config: Config | None, available: set[str]) -> str:
+    """The theme from config ``ui.theme`` when Textual knows it, else wisp's."""
+    try:
+        name = (config or Config.load()).get("ui.theme")
+    except Exception:
+        return "wisp"
+    return name if name in available else "wisp"

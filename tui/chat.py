@@ -33,9 +33,17 @@ class UserMessage(Static):
 class Notice(Static):
     """A line from wisp itself: a wait, a warning, an error, a command's result."""
 
-    def __init__(self, text: str, level: str = "info") -> None:
+    def __init__(self, text: str, level: str = "info", key: str | None = None) -> None:
         super().__init__(text, markup=False, classes=f"notice -{level}")
         self.level = level
+        #: Notices with one key stand for one changing state: the newest replaces the text.
+        self.key = key
+        self.text = text
+
+    def set_text(self, text: str) -> None:
+        """Replace the notice's text (a changing state, such as a wait)."""
+        self.text = text
+        self.update(text)
 
 
 class CommandOutput(Markdown):
@@ -157,12 +165,15 @@ class AssistantMessage(Vertical):
         await self.end_stream()
         self._cut, self._partial = cut, partial or stopped
         self._mark()
+        marker = None
         if cut:
-            await self.mount(Notice("✂ cut at the output limit — not finished", "warning"))
+            marker = Notice("✂ cut at the output limit — not finished", "warning")
         elif stopped:
-            await self.mount(Notice("■ stopped — the reply so far is kept", "warning"))
+            marker = Notice("■ stopped — the reply so far is kept", "warning")
         elif partial:
-            await self.mount(Notice("⚠ incomplete — the reply so far is kept", "warning"))
+            marker = Notice("⚠ incomplete — the reply so far is kept", "warning")
+        if marker is not None and self.parent is not None:
+            await self.parent.mount(marker, after=self)  # beside the reply, not inside its border
 
 
 class ChatPane(VerticalScroll):

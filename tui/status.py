@@ -30,20 +30,17 @@ class StatusBar(Static):
 
     def render(self) -> str:
         parts = [f"● {self.state}", self.model or "no model", self.endpoint]
-        if self.prompt_tokens is not None or self.estimated_tokens is not None:
-            if self.prompt_tokens is not None:
-                tok = f"{self.prompt_tokens:,} prompt"
-            else:
-                tok = f"~{self.estimated_tokens:,} prompt (estimated)"
-            if self.window:
-                tok += f" / {self.window:,}"
+        prompt = self.prompt_tokens if self.prompt_tokens is not None else self.estimated_tokens
+        if prompt is not None:
+            tok = f"{'' if self.prompt_tokens is not None else '~'}{prompt:,}"
+            tok += f"/{self.window:,} tokens" if self.window else " tokens"
             if self.completion_tokens is not None:
-                tok += f" · {self.completion_tokens:,} reply tokens"
+                tok += f", {self.completion_tokens:,} out"
             parts.append(tok)
         if self.conversation is not None:
-            parts.append(f"conversation {self.conversation}")
+            parts.append(f"#{self.conversation}")
         parts.append("F1 help")
-        return "  │  ".join(parts)
+        return " │ ".join(parts)
 
     def watch_state(self, state: str) -> None:
         self.set_class(state in ("error", "no endpoint"), "-error")

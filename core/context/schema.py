@@ -1,8 +1,74 @@
 """SQL of the layered context's tables (issue "Layered context"): migration 2.
 
-Filled in by the layered-context work; until then it creates nothing.
+- ``facts``: one row per fact *version*. A fact is identified by its
+  ``subject`` and ``name`` within a conversation; each version has a number
+  (shown as ``c1``, ``c2`` …, counted per conversation, as in the reference
+  document's fact history), a value, a source (``person``, ``tool``,
+  ``model``), a method (``set``, ``observed``, ``noted``, ``inferred``), the
+  tool that observed it, a state (``current`` or ``superseded``), whether it
+  is a model's proposal not yet kept, the turn it was recorded in and the
+  entries it came from (a JSON list of entry numbers).
+- ``summaries``: the running summary's versions; ``covers`` is the JSON list
+  of turn numbers a version covers (turns that may leave the window),
+  ``kept_whole`` the turns a version tried to cover but could not (their
+  items were missing; they stay whole), ``refs`` the JSON list of the
+  covered turns' tool outputs (entry, turn, tool, arguments, digest), which
+  the summary layer lists as references, and ``items`` the JSON object
+  ``{turn: ["kind:text", …]}`` of what the coverage check requires.
+- ``token_calibration``: per model, the ratio of the prompt tokens the
+  endpoint reported to wisp's estimate, the samples behind it, and the last
+  context window seen (tokens), so that ``wisp inspect context`` can work
+  without asking the endpoint.
+
+The task is a fact of subject ``task`` (wisp-memory-tool.txt, "task").
 """
 
 MIGRATION = """
-SELECT 1;
+CREATE TABLE facts (
+    id              INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    number          INTEGER NOT NULL,
+    subject         TEXT NOT NULL,
+    name            TEXT NOT NULL DEFAULT '',
+    value           TEXT NOT NULL,
+    source          TEXT NOT NULL,
+    method          TEXT NOT NULL DEFAULT '',
+    tool            TEXT,
+    state           TEXT NOT NULL DEFAULT 'current',
+    proposal        INTEGER NOT NULL DEFAULT 0,
+    kept_at         TEXT,
+    forgotten       INTEGER NOT NULL DEFAULT 0,
+    turn            INTEGER,
+    entries         TEXT NOT NULL DEFAULT '[]',
+    superseded_by   INTEGER,
+    superseded_at   TEXT,
+    created_at      TEXT NOT NULL,
+    audit_event_id  TEXT,
+    UNIQUE (conversation_id, number)
+);
+CREATE INDEX facts_key ON facts (conversation_id, subject, name, state);
+
+CREATE TABLE summaries (
+    id              INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    version         INTEGER NOT NULL,
+    text            TEXT NOT NULL,
+    covers          TEXT NOT NULL DEFAULT '[]',
+    kept_whole      TEXT NOT NULL DEFAULT '[]',
+    refs            TEXT NOT NULL DEFAULT '[]',
+    items           TEXT NOT NULL DEFAULT '{}',
+    model           TEXT,
+    attempts        INTEGER NOT NULL DEFAULT 1,
+    created_at      TEXT NOT NULL,
+    audit_event_id  TEXT,
+    UNIQUE (conversation_id, version)
+);
+
+CREATE TABLE token_calibration (
+    model           TEXT PRIMARY KEY,
+    ratio           REAL NOT NULL,
+    samples         INTEGER NOT NULL DEFAULT 0,
+    context_window  INTEGER,
+    updated_at      TEXT NOT NULL
+);
 """

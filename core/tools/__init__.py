@@ -1,16 +1,20 @@
-"""Tools the model may call: read_file, system_info (and, in later issues,
-run_command and memory). :func:`build_registry` turns names into tools."""
+"""Tools the model may call: read_file, system_info, run_command (and, in
+later issues, memory). :func:`build_registry` turns names into tools."""
 
 from __future__ import annotations
 
 from .base import Tool, ToolContext, ToolRegistry, ToolResult, UnknownTool, tool_schema
 from .read_file import ReadFile
+from .run_command import RunCommand
 from .system_info import SystemInfo
+from ..memory.tool import MemoryTool  # issue "The memory tool"; off by default (config context.memory)
 
 #: Every tool wisp has, by name.
 AVAILABLE: dict[str, type] = {
     "read_file": ReadFile,
     "system_info": SystemInfo,
+    "run_command": RunCommand,
+    "memory": MemoryTool,
 }
 
 

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Protocol
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 
 @dataclass
 class ToolContext:
     """What a running tool may know: the conversation's working directory,
     the config (a :class:`wisp.core.config.Config`), the conversation id and
-    the turn number, and ``emit`` to stream pieces of output to the person."""
+    the turn number, ``emit`` to stream pieces of output to the person, and
+    ``approve``: an async function that takes a
+    :class:`wisp.core.tools.approval.ApprovalRequest` and returns an
+    :class:`~wisp.core.tools.approval.Approval` (None: nothing may be
+    approved, so a tool that acts must not act; issue "Tools that act")."""
 
     workdir: Path
     config: Any
     conversation_id: int | None = None
     turn: int | None = None
     emit: Callable[[str], None] | None = None
+    approve: Callable[[Any], Awaitable[Any]] | None = None
 
 
 @dataclass

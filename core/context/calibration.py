@@ -1,0 +1,109 @@
+"""Per-model calibration of wisp's token estimate against the endpoint's counts.
+
+Issue "Layered context", "Token budget": count tokens per layer, calibrate
+the estimate against the prompt token counts the endpoint reports, and keep
+the calibration per model.
+
+wisp estimates tokens at about four characters a token
+(:mod:`wisp.core.context.tokens`). After each request the endpoint reports
+the prompt tokens it counted; :meth:`Calibration.observe` folds the ratio
+``reported / estimated`` into the model's stored ratio (an exponential
+moving average, weight :data:`ALPHA` for the new sample), and
+:meth:`Calibration.ratio` gives the factor the composer multiplies its
+estimates by. A sample is ignored when:
+
+- either count is missing or the estimate is below :data:`MIN_ESTIMATE`
+  tokens (chat templates dominate tiny prompts);
+- the ratio is outside ``[MIN_RATIO, MAX_RATIO]``, which means the endpoint
+  truncated the prompt or reported something else, not a tokenizer
+  difference (the agent warns about truncation separately).
+
+The table also keeps the last context window seen for the model (tokens), so
+``wisp inspect context`` can compose without asking the endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+__all__ = ["Calibration", "CalibrationState", "ALPHA", "MIN_ESTIMATE", "MIN_RATIO", "MAX_RATIO"]
+
+ALPHA = 0.3
+MIN_ESTIMATE = 64  # tokens
+MIN_RATIO = 0.4
+MAX_RATIO = 2.5
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class CalibrationState:
+    """A model's calibration: ``ratio`` (reported ÷ estimated; 1.0 when
+    uncalibrated), ``samples`` (requests folded in), ``context_window`` (the
+    last window seen, tokens, or ``None``)."""
+
+    model: str
+    ratio: float = 1.0
+    samples: int = 0
+    context_window: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "ratio": round(self.ratio, 4), "samples": self.samples,
+                "context_window": self.context_window}
+
+
+class Calibration:
+    """The ``token_calibration`` table of a :class:`wisp.core.store.Store`."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    async def get(self, model: str | None) -> CalibrationState:
+        """The model's calibration (ratio 1.0 and no samples when none is stored)."""
+        name = model or ""
+        async with self.store.db.execute(
+            "SELECT ratio, samples, context_window FROM token_calibration WHERE model = ?", (name,)
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return CalibrationState(name)
+        return CalibrationState(name, float(row[0]), int(row[1]), row[2])
+
+    async def ratio(self, model: str | None) -> float:
+        """The factor for the model's estimates (1.0 when uncalibrated)."""
+        return (await self.get(model)).ratio
+
+    async def observe(self, model: str | None, reported: int | None, estimated: int | None) -> CalibrationState | None:
+        """Fold one request's counts (tokens) into the model's ratio; returns
+        the new state, or ``None`` when the sample was ignored (see the module doc)."""
+        if not model or reported is None or estimated is None or estimated < MIN_ESTIMATE or reported <= 0:
+            return None
+        sample = reported / estimated
+        if not (MIN_RATIO <= sample <= MAX_RATIO):
+            return None
+        state = await self.get(model)
+        ratio = sample if state.samples == 0 else (1 - ALPHA) * state.ratio + ALPHA * sample
+        async with self.store.transaction() as db:
+            await db.execute(
+                "INSERT INTO token_calibration (model, ratio, samples, context_window, updated_at)"
+                " VALUES (?, ?, 1, ?, ?) ON CONFLICT (model) DO UPDATE SET ratio = excluded.ratio,"
+                " samples = token_calibration.samples + 1, updated_at = excluded.updated_at",
+                (model, ratio, state.context_window, _now()),
+            )
+        return CalibrationState(model, ratio, state.samples + 1, state.context_window)
+
+    async def remember_window(self, model: str | None, window: int | None) -> None:
+        """Keep the last context window (tokens) seen for the model."""
+        if not model or not window:
+            return
+        async with self.store.transaction() as db:
+            await db.execute(
+                "INSERT INTO token_calibration (model, ratio, samples, context_window, updated_at)"
+                " VALUES (?, 1.0, 0, ?, ?) ON CONFLICT (model) DO UPDATE SET"
+                " context_window = excluded.context_window, updated_at = excluded.updated_at",
+                (model, int(window), _now()),
+            )

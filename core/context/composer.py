@@ -1,0 +1,422 @@
+"""The composer: every request built from layers, in a stable order.
+
+Issue "Layered context", "Composing the context". The layers, in order:
+
+1. the system rules (:data:`LAYERS` key ``system``);
+   the project's instructions (``instructions``: AGENTS.md text, when the
+   session has some) come right after them;
+2. the tool schemas (``tools``; sent in the request's ``tools`` field);
+3. the facts (``facts``);
+4. the task (``task``), from the turn after it was set;
+5. the running summary (``summary``), with the references of the tool
+   outputs of the turns it covers;
+6. the older turns, with their tool outputs as references (``older``);
+7. the recent turns, whole (``recent``; the last ``context.recent_turns``
+   ended turns, 0 by default);
+8. the current turn, whole (``current``).
+
+The stable layers come first so that the endpoint's prompt cache stays
+valid. Layers 1 and 3–5 share the one system message (several system
+messages, or one after a user message, are rejected by some chat
+templates); each is a section of it and is counted on its own.
+
+**Token budget**: the model's context window less ``context.reserve``
+tokens for the reply. Each layer is counted with wisp's estimate times the
+model's calibration ratio (:mod:`wisp.core.context.calibration`). When the
+layers do not fit, the oldest turns must leave the window; a turn leaves
+only once a running summary covers it (:mod:`wisp.core.context.summariser`),
+so :attr:`ComposedContext.must_leave` names the turns still waiting for one.
+
+:func:`build` is pure (no I/O): it takes :class:`ComposeInputs` and returns
+a :class:`ComposedContext`. :class:`Composer` loads the inputs from the
+store.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .facts import Fact, FactBook
+from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
+from .task import task_visible
+from .tokens import MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
+from .turns import ToolFlags, render_turn
+
+__all__ = ["LAYERS", "CONTEXT_RULE", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
+           "TurnSlice", "build", "Composer", "facts_layer_text", "task_layer_text", "REF_INDEX_SHARE"]
+
+#: Layer keys and names, in the order of the request.
+LAYERS: tuple[tuple[str, str], ...] = (
+    ("system", "system rules"),
+    ("instructions", "project instructions"),
+    ("tools", "tool schemas"),
+    ("facts", "facts"),
+    ("task", "task"),
+    ("summary", "running summary"),
+    ("older", "older turns"),
+    ("recent", "recent turns"),
+    ("current", "current turn"),
+)
+
+#: The rule every conversation gets about the layers below the rules.
+CONTEXT_RULE = (
+    "Earlier tool outputs may stand as references, such as [output of entry 7 not repeated: …]; "
+    "each one says how to see that output again. The facts, the task and the running summary "
+    "below are kept up to date for you; rely on them."
+)
+#: The rule only a conversation with the memory tool gets (wisp-memory-tool.txt,
+#: "When a conversation has it").
+MEMORY_RULE = (
+    'This conversation has a memory tool: call memory with "recall entry N" to see an output a '
+    'reference stands for, or with "note SUBJECT NAME = VALUE" to keep a fact.'
+)
+#: The value a fact had before its current version is shown up to this many characters.
+PREVIOUS_CHARS = 200
+#: The summary layer's list of references takes at most this share of the budget.
+REF_INDEX_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class FactView:
+    """A current fact with its history in brief: ``previous`` (the value of the
+    version before it, or ``None``) and ``versions`` (how many it has)."""
+
+    fact: Fact
+    previous: str | None = None
+    versions: int = 1
+
+
+@dataclass
+class Layer:
+    """One layer of a composed request.
+
+    ``key`` and ``name`` (from :data:`LAYERS`); ``text`` (a section of the
+    system message, or ``""`` for the turn layers); ``messages`` (the turn
+    layers' chat messages); ``tokens`` (calibrated estimate); ``items``
+    (facts, tools, turns, entries …: what the layer holds, counted);
+    ``detail`` (the numbers behind ``items``, e.g. turn numbers).
+    """
+
+    key: str
+    name: str
+    text: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tokens: int = 0
+    items: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TurnSlice:
+    """An ended turn in the window: its ``number``, ``tokens`` (calibrated),
+    whether it is shown ``whole``, and the entry numbers of its references."""
+
+    number: int
+    tokens: int
+    whole: bool
+    references: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ComposeInputs:
+    """Everything :func:`build` needs (no I/O).
+
+    ``ended`` are the ended turns the summary does not cover, oldest first,
+    as ``(turn number, entries)``; ``current`` the running turn the same way
+    (or ``None``). ``window``, ``reserve`` in tokens; ``ratio`` the
+    calibration factor; ``turn`` the number of the turn the request is for
+    (the next one when none is running).
+    """
+
+    conversation: int
+    system_rules: str
+    tools: list[dict[str, Any]]
+    flags: ToolFlags
+    window: int
+    reserve: int
+    instructions: str | None = None
+    instructions_source: str | None = None
+    facts: list[FactView] = field(default_factory=list)
+    task: Fact | None = None
+    summary: SummaryVersion | None = None
+    ended: list[tuple[int, list[Any]]] = field(default_factory=list)
+    current: tuple[int, list[Any]] | None = None
+    recent_turns: int = 0
+    ratio: float = 1.0
+    turn: int | None = None
+    window_source: str = ""
+    model: str | None = None
+    calibration_samples: int = 0
+
+
+@dataclass
+class ComposedContext:
+    """A composed request and how it was built.
+
+    ``messages`` and ``tools`` are exactly what the next request sends;
+    ``layers`` the nine :class:`Layer` rows in order; ``window``,
+    ``reserve``, ``budget`` (window − reserve) and ``total`` in tokens;
+    ``turns`` the ended turns in the window (:class:`TurnSlice`);
+    ``left`` the turns the summary covers (out of the window);
+    ``must_leave`` the oldest turns that must leave for the request to fit
+    but have no summary yet; ``references`` the entry numbers standing as
+    references.
+    """
+
+    conversation: int
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    layers: list[Layer]
+    window: int
+    reserve: int
+    budget: int
+    total: int
+    ratio: float
+    turns: list[TurnSlice]
+    left: list[int]
+    must_leave: list[int]
+    references: list[int]
+    summary: SummaryVersion | None = None
+    task: Fact | None = None
+    facts: list[FactView] = field(default_factory=list)
+    turn: int | None = None
+    window_source: str = ""
+    model: str | None = None
+    calibration_samples: int = 0
+    flags: ToolFlags = field(default_factory=ToolFlags)
+
+    @property
+    def tokens_left(self) -> int:
+        """Budget tokens not used (negative when over budget)."""
+        return self.budget - self.total
+
+    @property
+    def over_budget(self) -> bool:
+        return self.total > self.budget
+
+    def layer(self, key: str) -> Layer:
+        """The layer with ``key`` (raises ``KeyError`` for an unknown key)."""
+        for layer in self.layers:
+            if layer.key == key:
+                return layer
+        raise KeyError(key)
+
+    def text(self) -> str:
+        """Everything the model reads, as one text (messages and tool schemas)."""
+        parts = []
+        for m in self.messages:
+            parts.append(str(m.get("content") or ""))
+            for call in m.get("tool_calls") or []:
+                parts.append(json.dumps(call, ensure_ascii=False))
+        if self.tools:
+            parts.append(json.dumps(self.tools, ensure_ascii=False))
+        return "\n".join(parts)
+
+
+def _count_text(text: str, ratio: float) -> int:
+    return round(estimate_tokens(text) * ratio) if text else 0
+
+
+def _count_messages(messages: list[dict[str, Any]], ratio: float) -> int:
+    return round(estimate_messages(messages) * ratio) if messages else 0
+
+
+def facts_layer_text(facts: list[FactView], flags: ToolFlags) -> str:
+    """The facts layer: one line per current fact (the task has its own
+    layer), with its source, id, a proposal marked, and the value before it
+    where it changed::
+
+        Facts (source in brackets; a proposal is the model's own note, not yet kept by the person):
+        - branch = feature/login [tool git, turn 31; c40] (before: main)
+    """
+    rows = [v for v in facts if v.fact.subject != "task"]
+    if not rows:
+        return ""
+    lines = ["Facts (source in brackets; a proposal is the model's own note, not yet kept by the person):"]
+    for v in rows:
+        f = v.fact
+        tail = f.source_label()
+        if f.proposal:
+            tail += "; a proposal"
+        elif f.kept_at:
+            tail += "; kept by the person"
+        line = f"- {f.label} = {f.value} [{tail}; {f.vid}]"
+        if v.previous is not None and v.previous != f.value:
+            prev = v.previous if len(v.previous) <= PREVIOUS_CHARS else v.previous[:PREVIOUS_CHARS - 1] + "…"
+            line += f" (before: {prev})"
+        if flags.has_memory and v.versions > 1:
+            line += f' (history: memory "recall fact {f.name or f.subject}")'
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def task_layer_text(task: Fact | None) -> str:
+    """The task layer: ``Task (set by the person): THE TASK; objective: …``."""
+    if task is None:
+        return ""
+    who = {"person": "the person", "tool": "a tool", "model": "the model"}.get(task.source, task.source)
+    if task.source == "model" and task.proposal:
+        who = "the model, a proposal"
+    return f"Task (set by {who}): {task.value}"
+
+
+def build(inp: ComposeInputs) -> ComposedContext:
+    """Compose one request from ``inp`` (see the module doc). Pure."""
+    ratio = inp.ratio if inp.ratio > 0 else 1.0
+    budget = max(0, inp.window - inp.reserve)
+    rules = inp.system_rules.strip()
+    rules_text = "\n\n".join(p for p in (rules, CONTEXT_RULE, MEMORY_RULE if inp.flags.has_memory else "") if p)
+    instructions = (inp.instructions or "").strip()
+    instr_text = ""
+    if instructions:
+        src = f" ({inp.instructions_source})" if inp.instructions_source else ""
+        instr_text = f"Project instructions{src}:\n{instructions}"
+    facts_text = facts_layer_text(inp.facts, inp.flags)
+    task = inp.task if task_visible(inp.task, inp.turn) else None
+    task_text = task_layer_text(task)
+    ref_cap = int(budget * REF_INDEX_SHARE) if budget else None
+    summary_text, listed_refs = summary_layer_text(inp.summary, inp.flags, max_ref_tokens=ref_cap)
+
+    sections = [("system", rules_text), ("instructions", instr_text), ("facts", facts_text),
+                ("task", task_text), ("summary", summary_text)]
+    system_content = "\n\n".join(t for _, t in sections if t)
+    layers: dict[str, Layer] = {k: Layer(k, n) for k, n in LAYERS}
+    first = True
+    for key, text in sections:
+        if not text:
+            continue
+        layer = layers[key]
+        layer.text = text
+        layer.tokens = _count_text(("" if first else "\n\n") + text, ratio)
+        first = False
+    layers["system"].tokens += round(MESSAGE_OVERHEAD * ratio)
+    layers["system"].items = 1
+    layers["instructions"].items = 1 if instr_text else 0
+    layers["facts"].items = len([v for v in inp.facts if v.fact.subject != "task"])
+    layers["facts"].detail = {"ids": [v.fact.vid for v in inp.facts if v.fact.subject != "task"]}
+    layers["task"].items = 1 if task else 0
+    if inp.summary is not None:
+        layers["summary"].items = len(inp.summary.covers)
+        layers["summary"].detail = {"version": inp.summary.version, "covers": list(inp.summary.covers),
+                                    "references": listed_refs}
+    layers["tools"].tokens = _count_text(json.dumps(inp.tools, ensure_ascii=False), ratio) if inp.tools else 0
+    layers["tools"].items = len(inp.tools)
+    layers["tools"].detail = {"names": [t.get("function", {}).get("name") for t in inp.tools]}
+
+    # ended turns: the last `recent_turns` whole, the others with references
+    recent_n = max(0, int(inp.recent_turns))
+    ended = list(inp.ended)
+    slices: list[TurnSlice] = []
+    older_msgs: list[dict[str, Any]] = []
+    recent_msgs: list[dict[str, Any]] = []
+    references: list[int] = []
+    for i, (number, entries) in enumerate(ended):
+        whole = i >= len(ended) - recent_n
+        msgs, refs = render_turn(number, entries, inp.flags, whole=whole)
+        tokens = _count_messages(msgs, ratio)
+        slices.append(TurnSlice(number, tokens, whole, refs))
+        references.extend(refs)
+        (recent_msgs if whole else older_msgs).extend(msgs)
+    older = [s for s in slices if not s.whole]
+    recent = [s for s in slices if s.whole]
+    layers["older"].messages = older_msgs
+    layers["older"].tokens = sum(s.tokens for s in older)
+    layers["older"].items = len(older)
+    layers["older"].detail = {"turns": [s.number for s in older], "references": references}
+    layers["recent"].messages = recent_msgs
+    layers["recent"].tokens = sum(s.tokens for s in recent)
+    layers["recent"].items = len(recent)
+    layers["recent"].detail = {"turns": [s.number for s in recent]}
+    current_msgs: list[dict[str, Any]] = []
+    if inp.current is not None:
+        number, entries = inp.current
+        current_msgs, _ = render_turn(number, entries, inp.flags, whole=True)
+        layers["current"].items = len([e for e in entries if e.kind not in ("thinking", "notice")])
+        layers["current"].detail = {"turn": number}
+    layers["current"].messages = current_msgs
+    layers["current"].tokens = _count_messages(current_msgs, ratio)
+
+    ordered = [layers[k] for k, _ in LAYERS]
+    total = sum(layer.tokens for layer in ordered)
+    must_leave: list[int] = []
+    if total > budget:
+        over = total - budget
+        for s in slices:
+            if over <= 0:
+                break
+            must_leave.append(s.number)
+            over -= s.tokens
+    messages = [{"role": "system", "content": system_content}, *older_msgs, *recent_msgs, *current_msgs]
+    return ComposedContext(
+        conversation=inp.conversation, messages=messages, tools=list(inp.tools), layers=ordered,
+        window=inp.window, reserve=inp.reserve, budget=budget, total=total, ratio=ratio, turns=slices,
+        left=list(inp.summary.covers) if inp.summary else [], must_leave=must_leave, references=references,
+        summary=inp.summary, task=task, facts=list(inp.facts), turn=inp.turn, window_source=inp.window_source,
+        model=inp.model, calibration_samples=inp.calibration_samples, flags=inp.flags,
+    )
+
+
+class Composer:
+    """Loads a conversation's layers from the store and :func:`build`\\ s the request.
+
+    ``Composer(store, facts, summaries)``: a
+    :class:`wisp.core.store.Store`, :class:`FactBook` and
+    :class:`SummaryBook`.
+    """
+
+    def __init__(self, store: Any, facts: FactBook, summaries: SummaryBook) -> None:
+        self.store = store
+        self.facts = facts
+        self.summaries = summaries
+
+    async def fact_views(self, conversation: int) -> list[FactView]:
+        """Current facts (task included) with their previous value and version count."""
+        every = await self.facts.all(conversation)
+        by_key: dict[tuple[str, str], list[Fact]] = {}
+        for f in every:
+            by_key.setdefault(f.key, []).append(f)
+        views = []
+        for f in await self.facts.current(conversation):
+            versions = by_key.get(f.key, [f])
+            earlier = [v for v in versions if v.number < f.number]
+            views.append(FactView(f, earlier[-1].value if earlier else None, len(versions)))
+        return views
+
+    async def inputs(self, conversation: int, *, system_rules: str, registry: Any, window: int, reserve: int,
+                     recent_turns: int = 0, ratio: float = 1.0, instructions: str | None = None,
+                     instructions_source: str | None = None, window_source: str = "",
+                     model: str | None = None, calibration_samples: int = 0) -> ComposeInputs:
+        """The :class:`ComposeInputs` of the conversation's next request: the
+        turns the latest summary covers are not loaded."""
+        views = await self.fact_views(conversation)
+        task = next((v.fact for v in views if v.fact.subject == "task"), None)
+        summary = await self.summaries.latest(conversation)
+        covered = set(summary.covers) if summary else set()
+        turns = await self.store.turns(conversation)
+        current = turns[-1] if turns and turns[-1].state == "open" else None
+        ended = [t for t in turns if t is not current and t.number not in covered]
+        wanted = [t.id for t in ended] + ([current.id] if current else [])
+        by_turn = await self.store.turn_entries(wanted) if wanted else {}
+        schemas = registry.schemas() if registry is not None and len(registry) else []
+        next_turn = current.number if current else (turns[-1].number + 1 if turns else 1)
+        return ComposeInputs(
+            conversation=conversation, system_rules=system_rules, tools=schemas,
+            flags=ToolFlags.from_registry(registry) if registry is not None else ToolFlags(),
+            window=window, reserve=reserve, instructions=instructions, instructions_source=instructions_source,
+            facts=[v for v in views if v.fact.subject != "task"], task=task, summary=summary,
+            ended=[(t.number, by_turn.get(t.id, [])) for t in ended],
+            current=(current.number, by_turn.get(current.id, [])) if current else None,
+            recent_turns=recent_turns, ratio=ratio, turn=next_turn, window_source=window_source, model=model,
+            calibration_samples=calibration_samples,
+        )
+
+    async def compose(self, conversation: int, **kwargs: Any) -> ComposedContext:
+        """Load and build (keyword arguments as :meth:`inputs`)."""
+        return build(await self.inputs(conversation, **kwargs))
+
+
+def describe_left(ctx: ComposedContext) -> str:
+    """``turns 1–12`` for the turns out of the window (``""`` when none)."""
+    return f"turns {turn_ranges(ctx.left)}" if ctx.left else ""

@@ -1,0 +1,191 @@
+"""``/inspect context`` and ``wisp inspect context``: the next request, layer by layer.
+
+Issue "Layered context", "Seeing it, at no model cost": one row per layer
+with its tokens, its share of the window, its items and a hint where one
+helps (``/task clear frees 40 tokens``); the tokens left; and the exact
+messages of the next request. Building the report composes the context from
+the store and never calls the endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .composer import ComposedContext
+from .facts import fact_line
+from .summary import turn_ranges
+from .tokens import estimate_tokens
+
+__all__ = ["LayerRow", "ContextReport", "report_from", "inspect_context"]
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One layer in the report: ``number`` (1–8 as the issue numbers them;
+    ``None`` for the project instructions, which sit with the rules),
+    ``key``, ``name``, ``tokens``, ``share`` (of the window, 0–1),
+    ``items`` and ``hint``."""
+
+    number: int | None
+    key: str
+    name: str
+    tokens: int
+    share: float
+    items: int
+    hint: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "key": self.key, "name": self.name, "tokens": self.tokens,
+                "share": round(self.share, 4), "items": self.items, "hint": self.hint}
+
+
+#: Subjects observed again before every request: forgetting them frees nothing for long.
+OBSERVED_SUBJECTS = ("workdir", "branch")
+
+_NUMBERS = {"system": 1, "instructions": None, "tools": 2, "facts": 3, "task": 4, "summary": 5, "older": 6,
+            "recent": 7, "current": 8}
+
+
+@dataclass
+class ContextReport:
+    """The report of a conversation's next request (see the module doc).
+
+    ``rows`` (:class:`LayerRow`), ``window``, ``reserve``, ``budget``,
+    ``total``, ``tokens_left`` in tokens; ``messages`` and ``tools`` exactly
+    as the next request sends them; ``calibration`` (ratio and samples);
+    ``left`` (turns out of the window, covered by the summary) and
+    ``must_leave`` (turns that should leave but have no summary yet).
+    """
+
+    conversation: int | None
+    model: str | None
+    window: int
+    window_source: str
+    reserve: int
+    budget: int
+    total: int
+    tokens_left: int
+    ratio: float
+    samples: int
+    rows: list[LayerRow]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    left: list[int] = field(default_factory=list)
+    must_leave: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``wisp inspect context --json``)."""
+        return {
+            "conversation": self.conversation, "model": self.model, "window": self.window,
+            "window_source": self.window_source, "reserve": self.reserve, "budget": self.budget,
+            "total": self.total, "tokens_left": self.tokens_left,
+            "calibration": {"ratio": round(self.ratio, 4), "samples": self.samples},
+            "layers": [r.to_dict() for r in self.rows], "left_window": self.left,
+            "must_leave": self.must_leave, "request": {"messages": self.messages, "tools": self.tools},
+        }
+
+    def request_json(self) -> str:
+        """The next request's messages and tools as indented JSON."""
+        return json.dumps({"messages": self.messages, "tools": self.tools}, ensure_ascii=False, indent=2)
+
+    def headline(self) -> str:
+        """One line: window, reserve, budget, used and left."""
+        cal = f"calibration ×{self.ratio:.2f} from {self.samples} requests" if self.samples else "not calibrated yet"
+        return (f"window {self.window:,} tokens ({self.window_source}) − reserve {self.reserve:,} = budget "
+                f"{self.budget:,}; next request ≈ {self.total:,} tokens; {self.tokens_left:,} left; {cal}")
+
+    def table_rows(self) -> list[tuple[str, str, str, str, str]]:
+        """Rows of text: (layer, tokens, share, items, hint)."""
+        out = []
+        for r in self.rows:
+            label = f"{r.number}. {r.name}" if r.number else f"   {r.name}"
+            out.append((label, f"{r.tokens:,}", f"{r.share * 100:.1f}%", f"{r.items}", r.hint))
+        return out
+
+    def to_text(self) -> str:
+        """The report for a terminal (``wisp inspect context``)."""
+        head = ("layer", "tokens", "window", "items", "hint")
+        rows = self.table_rows()
+        widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(4)]
+        lines = [f"conversation {self.conversation} · model {self.model or 'unknown'}", self.headline(), ""]
+        fmt = f"{{:<{widths[0]}}}  {{:>{widths[1]}}}  {{:>{widths[2]}}}  {{:>{widths[3]}}}  {{}}"
+        lines.append(fmt.format(*head))
+        for r in rows:
+            lines.append(fmt.format(*r).rstrip())
+        lines.append(fmt.format("total", f"{self.total:,}", f"{self.total / self.window * 100:.1f}%"
+                                if self.window else "", "", "").rstrip())
+        lines.append(fmt.format("tokens left", f"{self.tokens_left:,}", "", "", "").rstrip())
+        lines += ["", "next request:", self.request_json()]
+        return "\n".join(lines)
+
+    def to_markdown(self) -> str:
+        """The report as Markdown (where no view opens, e.g. a test)."""
+        lines = [self.headline(), "", "| layer | tokens | window | items | hint |", "|---|---:|---:|---:|---|"]
+        for r in self.table_rows():
+            lines.append("| " + " | ".join(c.strip().replace("|", "\\|") for c in r) + " |")
+        lines += [f"| **tokens left** | {self.tokens_left:,} | | | |", "", "```json", self.request_json(), "```"]
+        return "\n".join(lines)
+
+
+def _hints(ctx: ComposedContext) -> dict[str, str]:
+    h: dict[str, str] = {}
+    inst = ctx.layer("instructions")
+    h["instructions"] = "" if inst.text else "no AGENTS.md in the working directory"
+    names = ctx.layer("tools").detail.get("names") or []
+    h["tools"] = (", ".join(n for n in names if n) + "; --tool NAME gives only the tools named") if names \
+        else "no tools"
+    forgettable = [v for v in ctx.facts if v.fact.subject not in OBSERVED_SUBJECTS]
+    if forgettable:
+        biggest = max(forgettable, key=lambda v: len(fact_line(v.fact)))
+        cost = round(estimate_tokens("- " + fact_line(biggest.fact)) * ctx.ratio)
+        proposals = sum(1 for v in forgettable if v.fact.proposal)
+        h["facts"] = f"/fact forget {biggest.fact.vid} frees {cost} tokens"
+        if proposals:
+            h["facts"] += f"; {proposals} proposal{'s' if proposals != 1 else ''} (/fact keep ID)"
+    elif ctx.facts:
+        h["facts"] = "workdir and branch are read again before each request"
+    else:
+        h["facts"] = "/fact SUBJECT NAME = VALUE adds one"
+    task = ctx.layer("task")
+    h["task"] = f"/task clear frees {task.tokens} tokens" if task.tokens else "/task THE TASK; objective: … sets one"
+    if ctx.summary is not None:
+        refs = ctx.layer("summary").detail.get("references", 0)
+        h["summary"] = (f"covers turns {turn_ranges(ctx.summary.covers)} (version {ctx.summary.version}); "
+                        f"{refs} output reference{'s' if refs != 1 else ''}")
+    else:
+        h["summary"] = "none yet: every turn fits" if not ctx.must_leave else ""
+    if ctx.must_leave:
+        h["summary"] = (h["summary"] + "; " if h["summary"] else "") + \
+            f"turns {turn_ranges(ctx.must_leave)} wait for a summary to leave"
+    older = ctx.layer("older")
+    nrefs = len(older.detail.get("references") or [])
+    h["older"] = (f"{nrefs} reference{'s' if nrefs != 1 else ''} to tool outputs; /show entry N shows one in full"
+                  if nrefs else ("" if not older.items else "no tool outputs"))
+    recent = ctx.layer("recent")
+    n = len(recent.detail.get("turns") or [])
+    h["recent"] = (f"context.recent_turns keeps {n} turn{'s' if n != 1 else ''} whole" if n else
+                   "/config set context.recent_turns 1 keeps the last turn's outputs whole")
+    h["current"] = "" if ctx.layer("current").items else "the next prompt"
+    return h
+
+
+def report_from(ctx: ComposedContext) -> ContextReport:
+    """The :class:`ContextReport` of a composed context."""
+    hints = _hints(ctx)
+    rows = [LayerRow(_NUMBERS[layer.key], layer.key, layer.name, layer.tokens,
+                     (layer.tokens / ctx.window) if ctx.window else 0.0, layer.items, hints.get(layer.key, ""))
+            for layer in ctx.layers]
+    return ContextReport(
+        conversation=ctx.conversation, model=ctx.model, window=ctx.window, window_source=ctx.window_source,
+        reserve=ctx.reserve, budget=ctx.budget, total=ctx.total, tokens_left=ctx.tokens_left, ratio=ctx.ratio,
+        samples=ctx.calibration_samples, rows=rows, messages=ctx.messages, tools=ctx.tools, left=list(ctx.left),
+        must_leave=list(ctx.must_leave))
+
+
+async def inspect_context(manager: Any, conversation: int) -> ContextReport:
+    """Compose ``conversation``'s next request through ``manager`` (a
+    :class:`~wisp.core.context.manager.ContextManager`) and report it. No
+    request is made."""
+    return report_from(await manager.compose(conversation))

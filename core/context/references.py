@@ -1,0 +1,100 @@
+"""References: what stands in the context for a tool output not repeated.
+
+Rules (issue "Layered context", "References"; wisp-memory-tool.txt, "When a
+conversation has it" and "After its turn"):
+
+- Once its turn has ended, a tool output beyond the most recent
+  ``context.recent_turns`` turns stands as a reference, not in full.
+- The reference names the entry and says how to see it again:
+
+  - with the memory tool: ``to see it: memory "recall entry N"``;
+  - without it, for a tool that only reads: call the tool again;
+  - without it, for a command or an edit (or a tool wisp no longer has):
+    do not run it again to see it; ask the person, who can use
+    ``/show entry N``.
+
+- It carries a digest (:mod:`wisp.core.context.digest`): lines, bytes, exit
+  status, first error line.
+
+Forms::
+
+    [output of entry 7 not repeated: read_file, turn 2; 77 lines, 3,104 bytes; to see it: memory "recall entry 7"]
+    [output of entry 7 not repeated: read_file, turn 2; 77 lines, 3,104 bytes; to see it, call read_file again]
+    [output of entry 9 not repeated: run_command, turn 3; 40 lines, 1,800 bytes, exit status 1, first error: "…"; do not run it again to see it: ask the person, who can use /show entry 9]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .digest import Digest, digest_output
+
+__all__ = ["ReferenceForm", "reference_form", "reference_text", "recall_phrase", "REFERENCE_PATTERN",
+           "referenced_entries"]
+
+#: Matches a reference (or an index line) and captures the entry number.
+REFERENCE_PATTERN = re.compile(r"output of entry (\d+) not repeated")
+_NAMED = re.compile(r'recall entry (\d+)|/show entry (\d+)|\bentry (\d+)\b')
+
+
+@dataclass(frozen=True)
+class ReferenceForm:
+    """How a reference says to see its output again: ``kind`` is ``memory``,
+    ``call_again`` or ``ask_person``; ``tool`` the tool's name."""
+
+    kind: str
+    tool: str
+
+    def how(self, entry: int) -> str:
+        """The phrase that ends a reference."""
+        if self.kind == "memory":
+            return f'to see it: {recall_phrase(entry)}'
+        if self.kind == "call_again":
+            return f"to see it, call {self.tool} again"
+        return f"do not run it again to see it: ask the person, who can use /show entry {entry}"
+
+
+def recall_phrase(entry: int) -> str:
+    """``memory "recall entry N"``: the recall a reference names (wisp-memory-tool.txt)."""
+    return f'memory "recall entry {entry}"'
+
+
+def reference_form(tool_name: str | None, *, has_memory: bool, read_only: bool | None) -> ReferenceForm:
+    """Which form a reference takes: the memory form when the conversation has
+    the memory tool; else calling again for a tool that only reads; else
+    asking the person (commands, edits, and tools wisp no longer has)."""
+    tool = tool_name or "the tool"
+    if has_memory:
+        return ReferenceForm("memory", tool)
+    if read_only is True:
+        return ReferenceForm("call_again", tool)
+    return ReferenceForm("ask_person", tool)
+
+
+def reference_text(entry: int, tool_name: str | None, *, turn: int | None, form: ReferenceForm,
+                   digest: Digest | None = None, content: str = "", meta: dict[str, Any] | None = None,
+                   read_only: bool | None = None) -> str:
+    """The reference for tool output entry ``entry`` (see the module doc).
+
+    Give ``digest``, or ``content`` and ``meta`` to compute it. ``turn`` is
+    the turn number the output belongs to (or ``None``).
+    """
+    if digest is None:
+        digest = digest_output(content, meta, read_only=read_only)
+    where = tool_name or "tool"
+    if turn is not None:
+        where += f", turn {turn}"
+    return f"[output of entry {entry} not repeated: {where}; {digest.text()}; {form.how(entry)}]"
+
+
+def referenced_entries(text: str) -> list[int]:
+    """Entry numbers a text names as references or recalls, in order, once
+    each (``output of entry 7``, ``recall entry 7``, ``/show entry 7``,
+    ``entry 7``)."""
+    seen: dict[int, None] = {}
+    for m in _NAMED.finditer(text or ""):
+        n = next(g for g in m.groups() if g)
+        seen.setdefault(int(n), None)
+    return list(seen)

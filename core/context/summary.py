@@ -1,0 +1,227 @@
+"""The running summary's versions and how the summary layer shows them.
+
+Issue "Layered context", "Running summary": versions are kept, and each
+records which turns it covers. A version holds the summary text, the turns
+it covers (they may leave the window), the turns it tried to cover but could
+not (they stay whole), the references of the covered turns' tool outputs
+(:class:`~wisp.core.context.turns.OutputRef`; the layer lists them so that
+an output is one recall away) and the items the coverage check requires per
+turn. The side call that writes a version is in
+:mod:`wisp.core.context.summariser`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .digest import Digest
+from .tokens import estimate_tokens
+from .turns import OutputRef, ToolFlags
+
+__all__ = ["SummaryVersion", "SummaryBook", "summary_layer_text", "turn_ranges"]
+
+
+def turn_ranges(turns: list[int] | tuple[int, ...] | set[int]) -> str:
+    """``1–4, 6, 9–12`` for a set of turn numbers (``""`` for none)."""
+    nums = sorted(set(int(t) for t in turns))
+    if not nums:
+        return ""
+    parts: list[str] = []
+    start = prev = nums[0]
+    for n in nums[1:] + [None]:  # type: ignore[list-item]
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(f"{start}–{prev}" if prev != start else f"{start}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class SummaryVersion:
+    """One version of a conversation's running summary.
+
+    ``version`` (1, 2 …), ``text``, ``covers`` (sorted turn numbers),
+    ``kept_whole`` (turns it could not cover), ``refs``
+    (:class:`OutputRef` list), ``items`` (``{turn: ["kind:text", …]}``),
+    ``model``, ``attempts`` (side calls it took), ``created_at`` (UTC ISO),
+    ``audit_event_id``.
+    """
+
+    conversation_id: int
+    version: int
+    text: str
+    covers: tuple[int, ...]
+    kept_whole: tuple[int, ...] = ()
+    refs: tuple[OutputRef, ...] = ()
+    items: dict[int, list[str]] = field(default_factory=dict)
+    model: str | None = None
+    attempts: int = 1
+    created_at: str = ""
+    audit_event_id: str | None = None
+
+    @property
+    def vid(self) -> str:
+        """``s3``: how views name a summary version."""
+        return f"s{self.version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "text": self.text, "covers": list(self.covers),
+                "covers_text": turn_ranges(self.covers), "kept_whole": list(self.kept_whole),
+                "references": [r.entry for r in self.refs], "model": self.model,
+                "attempts": self.attempts, "time": self.created_at}
+
+
+_COLS = "conversation_id, version, text, covers, kept_whole, refs, items, model, attempts, created_at, audit_event_id"
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    try:
+        return json.loads(text) if text else default
+    except ValueError:
+        return default
+
+
+def _version(row: Any) -> SummaryVersion:
+    r = tuple(row)
+    items = {int(k): list(v) for k, v in (_loads(r[6], {}) or {}).items()}
+    refs = tuple(OutputRef.from_dict(d) for d in _loads(r[5], []) or [] if isinstance(d, dict) and "entry" in d)
+    return SummaryVersion(conversation_id=r[0], version=r[1], text=r[2],
+                          covers=tuple(sorted(int(t) for t in _loads(r[3], []))),
+                          kept_whole=tuple(sorted(int(t) for t in _loads(r[4], []))),
+                          refs=refs, items=items, model=r[7], attempts=r[8], created_at=r[9],
+                          audit_event_id=r[10])
+
+
+class SummaryBook:
+    """The ``summaries`` table of a :class:`wisp.core.store.Store` (and the
+    audit events of each version)."""
+
+    def __init__(self, store: Any, audit: Any = None) -> None:
+        self.store = store
+        self.audit = audit
+
+    async def latest(self, conversation: int) -> SummaryVersion | None:
+        """The newest version, or ``None``."""
+        async with self.store.db.execute(
+            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? ORDER BY version DESC LIMIT 1",
+            (conversation,),
+        ) as cur:
+            row = await cur.fetchone()
+        return _version(row) if row else None
+
+    async def versions(self, conversation: int) -> list[SummaryVersion]:
+        """Every version, oldest first."""
+        async with self.store.db.execute(
+            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? ORDER BY version", (conversation,)
+        ) as cur:
+            return [_version(r) for r in await cur.fetchall()]
+
+    async def get(self, conversation: int, version: int) -> SummaryVersion | None:
+        """Version ``version``, or ``None``."""
+        async with self.store.db.execute(
+            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND version = ?", (conversation, version)
+        ) as cur:
+            row = await cur.fetchone()
+        return _version(row) if row else None
+
+    async def record(self, conversation: int, text: str, covers: set[int] | list[int], *,
+                     kept_whole: set[int] | list[int] = (), refs: list[OutputRef] | tuple[OutputRef, ...] = (),
+                     items: dict[int, list[str]] | None = None, model: str | None = None,
+                     attempts: int = 1, new_turns: list[int] | None = None,
+                     turn: int | None = None) -> SummaryVersion:
+        """Store the next version and write its ``summary.recorded`` audit
+        event (version, the turns it covers, the turns newly covered, the
+        turns kept whole, attempts, model). Returns the version."""
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        covers_l = sorted(set(int(t) for t in covers))
+        kept_l = sorted(set(int(t) for t in kept_whole))
+        items = {int(k): list(v) for k, v in (items or {}).items()}
+        async with self.store.transaction() as db:
+            async with db.execute("SELECT COALESCE(MAX(version), 0) + 1 FROM summaries WHERE conversation_id = ?",
+                                  (conversation,)) as cur:
+                version = int((await cur.fetchone())[0])
+            await db.execute(
+                "INSERT INTO summaries (conversation_id, version, text, covers, kept_whole, refs, items, model,"
+                " attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation, version, text, json.dumps(covers_l), json.dumps(kept_l),
+                 json.dumps([r.to_dict() for r in refs], ensure_ascii=False),
+                 json.dumps({str(k): v for k, v in items.items()}, ensure_ascii=False), model, attempts, now),
+            )
+        event_id = None
+        if self.audit is not None:
+            ref = self.audit.write("summary.recorded", {
+                "version": version, "covers": covers_l, "covers_text": turn_ranges(covers_l),
+                "new_turns": sorted(new_turns or []), "kept_whole": kept_l, "attempts": attempts,
+                "model": model, "chars": len(text), "references": [r.entry for r in refs], "text": text,
+            }, conversation=conversation, turn=turn)
+            if ref is not None:
+                event_id = ref.event_id
+                async with self.store.transaction() as db:
+                    await db.execute("UPDATE summaries SET audit_event_id = ? WHERE conversation_id = ? AND version = ?",
+                                     (event_id, conversation, version))
+        return SummaryVersion(conversation, version, text, tuple(covers_l), tuple(kept_l), tuple(refs), items,
+                              model, attempts, now, event_id)
+
+
+def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
+    d = ref.digest or {}
+    digest = Digest(int(d.get("lines") or 0), int(d.get("bytes") or 0), d.get("exit_status"),
+                    d.get("first_error"), bool(d.get("failed")))
+    head = f"- entry {ref.entry} (turn {ref.turn}): {ref.tool}"
+    if ref.arguments:
+        head += f" {ref.arguments}"
+    line = f"{head}; {digest.text()}"
+    if not flags.has_memory:
+        if flags.read_only.get(ref.tool) is True:
+            line += f"; call {ref.tool} again to see it"
+        else:
+            line += f"; not to be run again: the person can /show entry {ref.entry}"
+    return line
+
+
+def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_ref_tokens: int | None = None,
+                       chars_per_token: float = 4.0) -> tuple[str, int]:
+    """The summary layer's text for a version, and how many output
+    references it lists.
+
+    The text names the turns covered and the version, then the summary, then
+    one line per tool output of the covered turns (entry, turn, tool,
+    arguments, digest) with how to see it again. When the lines would pass
+    ``max_ref_tokens`` (estimated), the oldest are left out and one line
+    names their entries' range, which ``/show`` still shows.
+    """
+    if version is None:
+        return "", 0
+    head = f"Running summary of turns {turn_ranges(version.covers)} (version {version.version}):"
+    parts = [head, version.text.strip()]
+    refs = list(version.refs)
+    listed = 0
+    if refs:
+        if flags.has_memory:
+            parts.append('Tool outputs of those turns, not repeated; to see one: memory "recall entry N".')
+        else:
+            parts.append("Tool outputs of those turns, not repeated:")
+        lines = [_ref_line(r, flags) for r in refs]
+        if max_ref_tokens is not None:
+            kept: list[str] = []
+            used = 0
+            for line in reversed(lines):
+                cost = estimate_tokens(line, chars_per_token) + 1
+                if used + cost > max_ref_tokens:
+                    break
+                kept.append(line)
+                used += cost
+            kept.reverse()
+            dropped = len(lines) - len(kept)
+            if dropped:
+                first, last = refs[0].entry, refs[dropped - 1].entry
+                parts.append(f"- (outputs of entries {first}–{last} not listed; the person can /show any of them)")
+            lines = kept
+        parts.extend(lines)
+        listed = len(lines)
+    return "\n".join(parts), listed

@@ -1,0 +1,256 @@
+"""Readers for compilers that write ``path:line:col: error: message``, linkers, make, ninja and CMake.
+
+The diagnostic form is GCC's, which clang, javac, swiftc and many others
+share (``path:line[:col]: error|warning|fatal error: message``, MSVC's and
+tsc's ``path(line,col): error CODE: message`` too). Each error is placed at
+its file; the source and caret lines that follow it are shown under it;
+``note:`` lines and the ``In function``/``In file included from`` lines
+around it are accounted for. Linkers: undefined references, missing
+libraries, duplicate symbols. make, ninja and the compiler drivers'
+closing lines (``make: *** … Error 1``, ``ninja: build stopped``,
+``collect2: error: ld returned 1 exit status``) are what followed from the
+errors, ranked after them; ``No rule to make target`` and ``missing
+separator`` are root causes. CMake: ``CMake Error at FILE:LINE (command):``
+with its message, ``CMake Warning``, ``Configuring incomplete``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .doc import RANK_AFTER, RANK_ROOT, Doc, Finding, Reading, shorten
+
+_DIAG = re.compile(
+    r"^(?P<path>(?:[A-Za-z]:[\\/])?[^\s:\[(<][^:\n]*?):(?P<line>\d+)(?::(?P<col>\d+))?(?::\d+)?:\s*"
+    r"(?P<sev>fatal error|error|warning|Error|Warning|ERROR|WARNING)(?:\s*\[[^\]\n]*\])?:\s*(?P<msg>.*)$")
+_DIAG_PAREN = re.compile(
+    r"^(?P<path>(?:[A-Za-z]:[\\/])?[^\s(][^(\n]*?)\((?P<line>\d+)(?:,(?P<col>\d+))?\)\s*:\s*"
+    r"(?P<sev>fatal error|error|warning)\s*(?P<code>[A-Z]+\d+)?\s*:\s*(?P<msg>.*)$")
+_NOTE = re.compile(r"^(?:[A-Za-z]:[\\/])?[^\s:][^:\n]*?:\d+(?::\d+)?:\s*(?:note|remark):")
+_INCLUDED = re.compile(r"^(?:In file included from|\s+from) \S+:\d+|^\S+: In (?:function|member function|"
+                       r"constructor|destructor|instantiation|static member function|lambda)|^\S+: At (?:top level|global scope)")
+_DRIVER = re.compile(r"^(?P<tool>(?:\S*/)?(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+|cc1|cc1plus|collect2|ld|ld\.lld|"
+                     r"ld\.gold|lld|swiftc|swift-frontend|javac|nvcc|emcc|zig)(?:-[\d.]+)?(?:\.exe)?): "
+                     r"(?P<sev>fatal error|error|warning): (?P<msg>.*)$")
+_AFTER_DRIVER = re.compile(r"linker command failed|ld returned \d+ exit status|compilation terminated|"
+                           r"errors? (?:were )?generated", re.IGNORECASE)
+_UNDEFINED = re.compile(r"^(?P<where>(?:\S*?/)?(?P<file>[^\s:/]+\.\w+)?(?::\([^)]*\))?)?:?\s*"
+                        r"(?P<msg>undefined reference to .+|multiple definition of .+|undefined symbol: .+)$")
+_LD = re.compile(r"^(?:\S*/)?(?:ld|ld\.lld|ld\.gold|lld|ld64\.lld)(?:\.exe)?: (?:error: )?(?P<msg>.+)$")
+_LD_INNER = re.compile(r"(?:\S*/)?(?:ld|ld\.lld|lld|ld\.gold): (?:error: )?(?:cannot find -l\S+|"
+                       r"library not found for -l\S+|undefined reference to .+|unable to find library .+).*$")
+_UNDEF_HEAD = re.compile(r"^Undefined symbols for architecture \S+:$")
+_MAKE = re.compile(r"^(?P<tool>(?:\S*/)?(?:g|mingw32-)?make)(?:\[\d+\])?: \*\*\* (?P<msg>.*)$")
+_MAKEFILE = re.compile(r"^(?P<path>\S*(?:[Mm]akefile|\.mk)):(?P<line>\d+): \*\*\* (?P<msg>.*)$")
+_MAKE_ROOT = re.compile(r"No rule to make target|missing separator|recipe commences before first target|"
+                        r"No targets specified|multiple target patterns|commands commence before", re.IGNORECASE)
+_NINJA_FAILED = re.compile(r"^FAILED: (?P<target>.*)$")
+_NINJA = re.compile(r"^ninja: (?:error: )?(?P<msg>.*)$")
+_CMAKE = re.compile(r"^CMake (?P<sev>Error|Warning|Deprecation Warning)(?: \(dev\))?(?: (?:at|in) "
+                    r"(?P<path>[^:\n]+?)(?::(?P<line>\d+))?(?: \((?P<cmd>[^)]*)\))?)?:\s*(?P<msg>.*)$")
+
+
+def _rel(path: str) -> str:
+    return path[2:] if path.startswith("./") else path
+
+
+def _code_context(doc: Doc, i: int, limit: int = 3) -> tuple[int, ...]:
+    """The lines after a diagnostic that show its code: up to ``limit``
+    non-blank lines, stopping at the next diagnostic or heading."""
+    out: list[int] = []
+    j = i + 1
+    while j < doc.n and len(out) < limit:
+        line = doc.lines[j]
+        if not line.strip() or _DIAG.match(line) or _DIAG_PAREN.match(line) or _NOTE.match(line) \
+                or _INCLUDED.match(line) or _MAKE.match(line) or _DRIVER.match(line):
+            break
+        if line.startswith(("FAILED: ", "ninja: ", "[", "make", "CMake ", "error: ", "warning: ", "note: ")) \
+                and not line.startswith("[ERROR]"):
+            break
+        out.append(j + 1)
+        j += 1
+    return tuple(out)
+
+
+def read_cc(doc: Doc, r: Reading) -> None:
+    """GCC-style diagnostics (gcc, clang, javac, swiftc, …) and MSVC-style ones."""
+    candidates = doc.lines_with("error", "warning", "Error", "Warning", "ERROR", "WARNING")
+    for i in candidates:
+        if i + 1 in r.claimed:
+            continue
+        line = doc.lines[i]
+        m = _DIAG.match(line) or _DIAG_PAREN.match(line)
+        if m is None:
+            continue
+        path = _rel(m.group("path").strip())
+        if path.lower() in ("error", "warning", "note") or " " in path and not ("/" in path or "\\" in path):
+            continue
+        sev = m.group("sev").lower()
+        col = m.group("col")
+        at = f"{path}:{m.group('line')}" + (f":{col}" if col else "")
+        code = m.groupdict().get("code")
+        label = f"{sev}{' ' + code if code else ''}"
+        msg = shorten(m.group("msg"), 200)
+        if sev.startswith("warning"):
+            r.add(Finding(i + 1, "warning", path, f"warning at {at}: {msg}", reader="compiler"))
+            continue
+        ctx = _code_context(doc, i)
+        r.add(Finding(i + 1, "error", path, f"{label} at {at}: {msg}", RANK_ROOT, ctx, reader="compiler"))
+        # notes that follow belong to it
+        j = i + 1 + len(ctx)
+        while j < doc.n and (_NOTE.match(doc.lines[j]) or (doc.lines[j][:1].isspace() and doc.lines[j].strip()
+                                                             and j - i < 12)):
+            r.claim(j + 1)
+            j += 1
+    for i in doc.lines_with("In file included from", ": In ", ": At ", "note:"):
+        if _INCLUDED.match(doc.lines[i]) or _NOTE.match(doc.lines[i]):
+            r.claim(i + 1)
+    for i in doc.lines_with("error", "warning"):
+        if i + 1 in r.claimed:
+            continue
+        m = _DRIVER.match(doc.lines[i])
+        if not m:
+            continue
+        msg = shorten(m.group("msg"), 200)
+        tool = m.group("tool").rsplit("/", 1)[-1]
+        if m.group("sev") == "warning":
+            r.add(Finding(i + 1, "warning", tool, f"{tool}: warning: {msg}", reader="compiler"))
+        elif _AFTER_DRIVER.search(msg):
+            r.add(Finding(i + 1, "error", tool, f"{tool}: error: {msg}", RANK_AFTER, reader="compiler"))
+        else:
+            r.add(Finding(i + 1, "error", tool, f"{tool}: {m.group('sev')}: {msg}", RANK_ROOT,
+                          _code_context(doc, i, 2), reader="compiler"))
+    for i in doc.lines_with("errors generated", "error generated", "warnings generated", "warning generated"):
+        if re.match(r"^\d+ (?:errors?|warnings?)(?: and \d+ (?:errors?|warnings?))? generated\.?$",
+                    doc.lines[i].strip()):
+            r.tally(i + 1, doc.lines[i].strip())
+
+
+def read_linker(doc: Doc, r: Reading) -> None:
+    """Linker errors: undefined references and symbols, missing libraries, duplicates."""
+    for i in doc.lines_with("undefined reference", "multiple definition", "undefined symbol",
+                            "Undefined symbols for architecture", "cannot find -l", "library not found",
+                            "ld: ", "ld.lld: ", "symbol(s) not found"):
+        if i + 1 in r.claimed:
+            continue
+        line = doc.lines[i].strip()
+        if _UNDEF_HEAD.match(line):
+            ctx = tuple(j + 1 for j in range(i + 1, min(doc.n, i + 3)) if doc.lines[j].strip())
+            r.add(Finding(i + 1, "error", "the link", f"link error: {line}", RANK_ROOT, ctx, reader="linker"))
+            j = i + 1
+            while j < doc.n and doc.lines[j][:1].isspace():
+                r.claim(j + 1)
+                j += 1
+            continue
+        inner = _LD_INNER.search(line)
+        if inner and not _LD.match(line):
+            # a linker's message quoted inside another tool's note (rustc: "= note: /usr/bin/ld: …")
+            r.add(Finding(i + 1, "error", "the link", f"link error: {shorten(inner.group(0), 200)}", RANK_ROOT,
+                          reader="linker"))
+            continue
+        m = _UNDEFINED.match(line)
+        if m and ("undefined" in line or "multiple definition" in line):
+            file = m.group("file") or "the link"
+            r.add(Finding(i + 1, "error", file, f"link error: {shorten(line, 200)}", RANK_ROOT, reader="linker"))
+            continue
+        m = _LD.match(line)
+        if m:
+            msg = m.group("msg")
+            if re.search(r"symbol\(s\) not found|returned \d+ exit status", msg):
+                r.add(Finding(i + 1, "error", "the link", f"link failed: {shorten(line, 200)}", RANK_AFTER,
+                              reader="linker"))
+            elif re.search(r"in function|: warning:|^warning", msg):
+                r.claim(i + 1)
+            else:
+                r.add(Finding(i + 1, "error", "the link", f"link error: {shorten(line, 200)}", RANK_ROOT,
+                              reader="linker"))
+
+
+def read_make(doc: Doc, r: Reading) -> None:
+    """make's and ninja's own lines (see the module doc)."""
+    for i in doc.lines_with("***"):
+        if i + 1 in r.claimed:
+            continue
+        line = doc.lines[i]
+        m = _MAKEFILE.match(line)
+        if m:
+            r.add(Finding(i + 1, "error", m.group("path"), f"make error at {m.group('path')}:{m.group('line')}: "
+                          f"{shorten(m.group('msg'), 200)}", RANK_ROOT, reader="make"))
+            continue
+        m = _MAKE.match(line)
+        if not m:
+            continue
+        msg = m.group("msg")
+        if msg.startswith("Waiting for unfinished jobs"):
+            r.claim(i + 1)
+            continue
+        rank = RANK_ROOT if _MAKE_ROOT.search(msg) else RANK_AFTER
+        r.add(Finding(i + 1, "error", "make", f"make: *** {shorten(msg, 200)}", rank, reader="make"))
+    for i in doc.lines_with("not remade because of errors", "Leaving directory", "Entering directory"):
+        r.claim(i + 1)
+    for i in doc.lines_with("FAILED: ", "ninja: "):
+        if i + 1 in r.claimed:
+            continue
+        line = doc.lines[i]
+        m = _NINJA_FAILED.match(line)
+        if m:
+            r.add(Finding(i + 1, "error", "ninja", f"ninja: FAILED: {shorten(m.group('target'), 160)}", RANK_AFTER,
+                          reader="ninja"))
+            if i + 1 < doc.n and not _DIAG.match(doc.lines[i + 1]):
+                r.claim(i + 2)  # the command that failed
+            continue
+        m = _NINJA.match(line)
+        if m:
+            msg = m.group("msg")
+            if msg.startswith(("Entering directory", "no work to do")):
+                continue
+            rank = RANK_AFTER if "build stopped" in msg else RANK_ROOT
+            r.add(Finding(i + 1, "error", "ninja", f"ninja: {shorten(msg, 200)}", rank, reader="ninja"))
+
+
+def read_cmake(doc: Doc, r: Reading) -> None:
+    """CMake's errors and warnings, and its closing line."""
+    for i in doc.lines_with("CMake Error", "CMake Warning", "CMake Deprecation Warning"):
+        if i + 1 in r.claimed:
+            continue
+        m = _CMAKE.match(doc.lines[i])
+        if not m:
+            continue
+        path = m.group("path")
+        place = path.strip() if path else "cmake"
+        at = f" at {place}" + (f":{m.group('line')}" if m.group("line") else "") + \
+            (f" ({m.group('cmd')})" if m.group("cmd") else "") if path else ""
+        msg = m.group("msg").strip()
+        # the message is indented on the lines after, in paragraphs
+        body: list[int] = []
+        j = i + 1
+        while j < doc.n and len(body) < 3 and j - i < 8:
+            line = doc.lines[j]
+            if line.strip() and not line[:1].isspace():
+                break
+            if line.strip() and not line.strip().startswith("Call Stack"):
+                body.append(j + 1)
+            j += 1
+        # the rest of the block (more paragraphs, the call stack) is accounted for
+        k = j
+        while k < doc.n and (not doc.lines[k].strip() or doc.lines[k][:1].isspace()) and k - i < 60:
+            r.claim(k + 1)
+            k += 1
+        sev = m.group("sev")
+        first_words = msg or (doc.lines[body[0] - 1].strip() if body else "")
+        text = f"CMake {sev.lower()}{at}: {shorten(first_words, 200)}".rstrip(": ")
+        if sev == "Error":
+            r.add(Finding(i + 1, "error", place, text, RANK_ROOT, tuple(body[:2]), reader="cmake"))
+        else:
+            r.add(Finding(i + 1, "warning", place, text, reader="cmake"))
+    # status lines ("-- Looking for pthread_create in pthreads - not found") only inform
+    for i in doc.lines_with("-- "):
+        line = doc.lines[i]
+        if line.startswith("-- ") and re.search(r"not found|[Ff]ailed|NOT found|Could NOT find|missing", line):
+            r.claim(i + 1)
+    for i in doc.lines_with("Configuring incomplete, errors occurred", "Generate step failed",
+                            "Build files have not been written"):
+        r.add(Finding(i + 1, "error", "cmake", shorten(doc.lines[i], 160), RANK_AFTER, reader="cmake"))
+
+
+__all__ = ["read_cc", "read_linker", "read_make", "read_cmake"]

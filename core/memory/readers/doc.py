@@ -1,0 +1,275 @@
+"""The shapes the summarise readers share: the output as lines, findings, a reading.
+
+Line numbers are those of the stored output, 1-based: line ``k`` is the
+``k``-th piece of the stored text split on ``\\n`` (a final newline does not
+start a line), which is the numbering a recall shows, so a point's ``L154``
+and ``recall entry N from line 154`` land on the same line
+(wisp-memory-tool.txt, "summarise").
+
+For matching, each line is read without terminal colour codes and, for a
+line rewritten in place with carriage returns (progress bars), as its last
+state. The numbering is never changed by this.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Iterator, Pattern
+
+__all__ = ["Doc", "Finding", "Reading", "split_stored_lines", "RANK_ROOT", "RANK_TEST", "RANK_AFTER"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+#: A root cause: a located diagnostic, an exception, a collection error.
+RANK_ROOT = 0
+#: A failing test, or an error no file locates.
+RANK_TEST = 1
+#: What followed from the others: ``make: *** … Error 1``, ``could not compile``.
+RANK_AFTER = 2
+
+
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+#: A CI runner's timestamp before every line (GitHub Actions: ``2024-05-02T10:11:12.1234567Z ``).
+_CI_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
+
+
+#: Short words searched first, so that longer ones holding them are found among their lines.
+_SEEDS = ("error", "fail", "warn", "test", "panic", "exception", "fatal", "npm ", ".go:", "swift", "[info]")
+
+
+def split_stored_lines(text: str) -> list[str]:
+    """The stored output's lines in recall's numbering: split on ``\\n``, with
+    a final newline not starting an empty last line. ``""`` has no lines."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+class Doc:
+    """An output ready to read: ``raw`` lines (as stored), ``lines`` (cleaned
+    for matching), ``text`` (the cleaned lines joined by ``\\n``), ``n`` (the
+    number of lines), ``size`` (bytes of the stored text, UTF-8) and ``meta``
+    (the entry's meta, for its exit status)."""
+
+    def __init__(self, text: str, meta: dict | None = None):
+        self.raw_text = text or ""
+        self.meta = dict(meta or {})
+        self.size = len(self.raw_text.encode("utf-8", errors="replace"))
+        clean = _ANSI.sub("", self.raw_text) if "\x1b" in self.raw_text else self.raw_text
+        lines = split_stored_lines(clean)
+        if "\r" in clean:
+            for i, line in enumerate(lines):
+                if "\r" in line:
+                    parts = [p for p in line.split("\r") if p.strip()]
+                    lines[i] = parts[-1] if parts else ""
+        sample = [ln for ln in lines[:400] if ln.strip()][:200]
+        self.ci_stamped = bool(sample) and sum(1 for ln in sample if _CI_STAMP.match(ln)) * 2 >= len(sample)
+        if self.ci_stamped:
+            lines = [_CI_STAMP.sub("", ln, count=1) for ln in lines]
+        self.lines = lines
+        self.n = len(lines)
+        self.text = "\n".join(lines)
+        self._starts: list[int] | None = None
+        self._lower: str | None = None
+        self._needles: dict[str, list[int]] = {}
+        self._lower_lines: list[str] | None = None
+
+    @property
+    def starts(self) -> list[int]:
+        """Offsets in :attr:`text` where each line starts."""
+        if self._starts is None:
+            self._starts = [0, *accumulate(len(line) + 1 for line in self.lines[:-1])] if self.lines else []
+        return self._starts
+
+    def line_at(self, offset: int) -> int:
+        """The 0-based index of the line holding character ``offset`` of :attr:`text`."""
+        return bisect.bisect_right(self.starts, offset) - 1
+
+    def find(self, pattern: Pattern[str]) -> Iterator[int]:
+        """0-based indices of the lines where ``pattern`` (compiled with
+        ``re.MULTILINE`` and anchored as it likes) matches, each once, in order.
+        The search runs over the whole text at once, so a pattern that matches
+        rarely costs about one pass of the regex engine."""
+        last = -1
+        for m in pattern.finditer(self.text):
+            i = self.line_at(m.start())
+            if i != last:
+                last = i
+                yield i
+
+    def lines_with(self, *needles: str, lower: bool = False) -> list[int]:
+        """Sorted 0-based indices of candidate lines holding any of
+        ``needles``, matched without regard to case (so a few more lines
+        than asked may come back: every reader checks its candidates with
+        its own pattern). ``lower`` is kept for callers that say so.
+
+        Found with ``str.find`` over the whole text, which is far quicker on
+        a large output than a regular expression; each word is searched
+        once per output, and a word holding a shorter one already searched
+        (``error:`` holds ``error``) is found among that one's lines."""
+        found: set[int] = set()
+        for needle in needles:
+            if needle:
+                found.update(self._needle(needle.lower()))
+        return sorted(found)
+
+    def _needle(self, needle: str) -> list[int]:
+        hit = self._needles.get(needle)
+        if hit is not None:
+            return hit
+        for seed in _SEEDS:
+            if seed in needle and seed != needle:
+                self._needle(seed)
+        base: list[int] | None = None
+        for key, lines in self._needles.items():
+            if key in needle and (base is None or len(lines) < len(base)):
+                base = lines
+        text = self.lower_text
+        if base is not None:
+            starts = self.starts
+            out = [i for i in base if needle in text[starts[i]:starts[i] + len(self.lines[i])]]
+        else:
+            out = []
+            pos = text.find(needle)
+            while pos != -1:
+                i = self.line_at(pos)
+                out.append(i)
+                if len(out) % 1024 == 0 and pos < 4000 * len(out):
+                    # a common word: checking each remaining line is quicker
+                    lower_lines = self.lower_lines
+                    out.extend(j for j in range(i + 1, self.n) if needle in lower_lines[j])
+                    break
+                end = text.find("\n", pos)
+                if end == -1:
+                    break
+                pos = text.find(needle, end + 1)
+        self._needles[needle] = out
+        return out
+
+    @property
+    def lower_lines(self) -> list[str]:
+        """:attr:`lower_text` split into lines (computed once)."""
+        if self._lower_lines is None:
+            self._lower_lines = self.lower_text.split("\n")
+        return self._lower_lines
+
+    @property
+    def lower_text(self) -> str:
+        """:attr:`text` lower-cased (computed once)."""
+        if self._lower is None:
+            lowered = self.text.lower()
+            if len(lowered) != len(self.text):  # a few letters lower-case to two characters
+                lowered = self.text.translate(_ASCII_LOWER)
+            self._lower = lowered
+        return self._lower
+
+    def get(self, i: int) -> str:
+        """Line ``i`` (0-based) cleaned, or ``""`` outside the output."""
+        return self.lines[i] if 0 <= i < self.n else ""
+
+
+@dataclass
+class Finding:
+    """One point a reader makes about a line.
+
+    ``line`` is 1-based; ``kind`` is ``error``, ``failure`` (a failing test)
+    or ``warning``; ``place`` the file or test it belongs to (findings are
+    grouped by it); ``text`` the point as shown after ``L<line>``; ``rank``
+    one of :data:`RANK_ROOT`, :data:`RANK_TEST`, :data:`RANK_AFTER`;
+    ``context`` the 1-based lines shown under it; ``reader`` the reader's name.
+    """
+
+    line: int
+    kind: str
+    place: str
+    text: str
+    rank: int = RANK_ROOT
+    context: tuple[int, ...] = ()
+    reader: str = ""
+
+
+@dataclass
+class Reading:
+    """What the readers found in one output.
+
+    ``findings`` in the order found; ``claimed`` the 1-based lines some
+    reader accounted for (shown, counted or recognised as a summary);
+    ``failing_tests`` test name → the line that names it; ``tallies`` the
+    runners' own summary lines as ``(line, text)``; ``readers`` the names of
+    the readers that recognised their format.
+    """
+
+    findings: list[Finding] = field(default_factory=list)
+    claimed: set[int] = field(default_factory=set)
+    failing_tests: dict[str, int] = field(default_factory=dict)
+    tallies: list[tuple[int, str]] = field(default_factory=list)
+    readers: list[str] = field(default_factory=list)
+    _lines: set[int] = field(default_factory=set, repr=False)
+
+    def claim(self, *lines: int) -> None:
+        """Mark 1-based lines as accounted for."""
+        self.claimed.update(lines)
+
+    def claim_range(self, first: int, last: int) -> None:
+        """Mark 1-based lines ``first``..``last`` as accounted for."""
+        self.claimed.update(range(first, last + 1))
+
+    def add(self, finding: Finding) -> None:
+        """Record a finding (and claim its line and context), once per line."""
+        if finding.line in self._lines:
+            return
+        self._lines.add(finding.line)
+        self.findings.append(finding)
+        self.claim(finding.line, *finding.context)
+        if finding.reader and finding.reader not in self.readers:
+            self.readers.append(finding.reader)
+
+    def saw(self, reader: str) -> None:
+        """Note that ``reader`` recognised its format (even with nothing to report)."""
+        if reader not in self.readers:
+            self.readers.append(reader)
+
+    def fail_test(self, name: str, line: int) -> None:
+        """List a failing test (first mention wins)."""
+        self.failing_tests.setdefault(name, line)
+
+    def tally(self, line: int, text: str) -> None:
+        """Keep a runner's summary line (``2 failed, 48 passed``)."""
+        if all(ln != line and t != text for ln, t in self.tallies):
+            self.tallies.append((line, text))
+        self.claim(line)
+
+    def has_line(self, line: int) -> bool:
+        return line in self._lines
+
+
+def context_after(doc: Doc, i: int, limit: int = 2, *, stop: Pattern[str] | None = None,
+                  indented_only: bool = False) -> tuple[int, ...]:
+    """1-based numbers of up to ``limit`` non-blank lines right after 0-based
+    line ``i`` that belong to it: stopping at a blank line, at a line
+    ``stop`` matches, or (with ``indented_only``) at an unindented line."""
+    out: list[int] = []
+    j = i + 1
+    while j < doc.n and len(out) < limit:
+        line = doc.lines[j]
+        if not line.strip():
+            break
+        if stop is not None and stop.search(line):
+            break
+        if indented_only and not line[:1].isspace():
+            break
+        out.append(j + 1)
+        j += 1
+    return tuple(out)
+
+
+def shorten(text: str, limit: int = 160) -> str:
+    """``text`` stripped and cut to ``limit`` characters with ``…``."""
+    t = text.strip()
+    return t if len(t) <= limit else t[: limit - 1].rstrip() + "…"

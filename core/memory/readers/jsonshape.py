@@ -1,0 +1,227 @@
+"""Reader for JSON: what went wrong in it, if it says, then its shape.
+
+An output that is one JSON document (an object or an array) is read for
+its problems first: keys such as ``error``, ``errors``, ``exception`` or
+``failureMessages`` with a value; ``status``/``state``/``result``/
+``conclusion``/``outcome`` saying failed, error or timed out; ``ok`` or
+``success`` false; failure counts above zero (``numFailedTests: 2``). Each
+is cited at the line of its key. Then the shape: the top level's type and
+size, each top-level key with its value's type (an array with its length
+and the keys its objects have), and one level below, each cited at its
+line. Lines are found by a small scanner over the text, since Python's
+``json`` keeps no positions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .doc import Doc, shorten
+
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\]:,\n]')
+_PROBLEM_KEY = re.compile(r"^(?:errors?|error_?message|exception|exceptions|failures?|failuremessages?|fault|fatal|"
+                          r"stderr|traceback|stack_?trace|panic|crash)$", re.IGNORECASE)
+_STATE_KEY = re.compile(r"^(?:status|state|result|conclusion|outcome|level|severity|health)$", re.IGNORECASE)
+_BAD_STATE = re.compile(r"fail|error|fatal|crash|broken|timed[ _-]?out|timeout|cancel|abort|unhealthy|critical|"
+                        r"^red$|^down$", re.IGNORECASE)
+_OK_KEY = re.compile(r"^(?:ok|success|succeeded|passed|healthy)$", re.IGNORECASE)
+_COUNT_KEY = re.compile(r"^(?:num\w*(?:fail|error)\w*|failed|failures|errors|error_?count|fail(?:ed|ure)_?count)$",
+                        re.IGNORECASE)
+MAX_SCAN_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class JsonReading:
+    """A JSON output read: ``value`` (decoded), ``lines`` (key path → 1-based
+    line of the key), ``problems`` as ``(line, text)`` in line order, and
+    ``shape`` as ``(line, text)`` lines."""
+
+    value: Any
+    lines: dict[tuple[Any, ...], int]
+    problems: list[tuple[int, str]]
+    shape: list[tuple[int, str]]
+
+
+def try_json(doc: Doc) -> JsonReading | None:
+    """Read ``doc`` as one JSON object or array, or ``None`` when it is not one."""
+    text = doc.raw_text.strip()
+    if not text or text[0] not in "{[" or len(text) > MAX_SCAN_BYTES:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, (dict, list)):
+        return None
+    offset_line = doc.raw_text[: len(doc.raw_text) - len(doc.raw_text.lstrip())].count("\n")
+    lines = _key_lines(text, offset_line)
+    problems: list[tuple[int, int, str]] = []
+    _problems(value, (), lines, problems, 0)
+    # messages (an error's text, a failure message) first: they say why;
+    # then bad states, then false flags and failure counts, each in line order
+    problems.sort(key=lambda p: (p[0], p[1], p[2]))
+    problems = [(line, text) for _, line, text in problems]
+    shape = _shape(value, lines)
+    return JsonReading(value, lines, problems, shape)
+
+
+def _key_lines(text: str, offset_line: int) -> dict[tuple[Any, ...], int]:
+    """Key path (keys and array indices) → 1-based line where that key is written."""
+    out: dict[tuple[Any, ...], int] = {}
+    line = 1 + offset_line
+    stack: list[list[Any]] = []  # per container: [kind, key or index]
+    expect_key = False
+    pending: str | None = None
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok == "\n":
+            line += 1
+            continue
+        if tok in "{[":
+            stack.append(["o", None] if tok == "{" else ["a", 0])
+            expect_key = tok == "{"
+            continue
+        if tok in "}]":
+            if stack:
+                stack.pop()
+            expect_key = False
+            continue
+        if tok == ",":
+            if stack and stack[-1][0] == "a":
+                stack[-1][1] += 1
+            expect_key = bool(stack) and stack[-1][0] == "o"
+            continue
+        if tok == ":":
+            if pending is not None and stack:
+                stack[-1][1] = pending
+                path = tuple(s[1] for s in stack)
+                if len(path) <= 3 or _PROBLEM_KEY.match(pending) or _STATE_KEY.match(pending) \
+                        or _OK_KEY.match(pending) or _COUNT_KEY.match(pending):
+                    out.setdefault(path, line)
+            pending = None
+            expect_key = False
+            continue
+        # a string
+        if expect_key:
+            try:
+                pending = json.loads(tok)
+            except ValueError:
+                pending = tok.strip('"')
+        else:
+            pending = None
+    return out
+
+
+def _line_of(lines: dict[tuple[Any, ...], int], path: tuple[Any, ...]) -> int:
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path[:-1]
+    return 1
+
+
+def _preview(value: Any, limit: int = 160) -> str:
+    if isinstance(value, str):
+        return shorten(value.splitlines()[0] if value.strip() else value, limit)
+    try:
+        return shorten(json.dumps(value, ensure_ascii=False), limit)
+    except (TypeError, ValueError):
+        return shorten(str(value), limit)
+
+
+def _path_text(path: tuple[Any, ...]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top)"
+
+
+def _empty(value: Any) -> bool:
+    return value in (None, False, "", 0) or (isinstance(value, (list, dict)) and not value)
+
+
+def _problems(value: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int], out: list[tuple[int, int, str]],
+              depth: int) -> None:
+    if depth > 12 or len(out) > 200:
+        return
+    if isinstance(value, dict):
+        for key, v in value.items():
+            p = (*path, key)
+            k = str(key)
+            if _PROBLEM_KEY.match(k) and not _empty(v):
+                out.append((0, _line_of(lines, p), f"{_path_text(p)}: {_preview(v)}"))
+                continue
+            if _STATE_KEY.match(k) and isinstance(v, str) and _BAD_STATE.search(v):
+                out.append((1, _line_of(lines, p), f"{_path_text(p)}: {v}" + _sibling_hint(value)))
+            elif _OK_KEY.match(k) and v is False:
+                out.append((2, _line_of(lines, p), f"{_path_text(p)}: false" + _sibling_hint(value)))
+            elif _COUNT_KEY.match(k) and isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                out.append((2, _line_of(lines, p), f"{_path_text(p)}: {v}"))
+            _problems(v, p, lines, out, depth + 1)
+    elif isinstance(value, list):
+        for idx, v in enumerate(value[:5000]):
+            _problems(v, (*path, idx), lines, out, depth + 1)
+
+
+def _sibling_hint(obj: dict[str, Any]) -> str:
+    """A name or message beside a bad status, so the point says what failed."""
+    for key in ("name", "title", "fullName", "nodeid", "test", "id", "message", "msg", "reason", "description"):
+        v = obj.get(key)
+        if isinstance(v, (str, int)) and str(v).strip():
+            return f" ({key} {_preview(v, 100)})"
+    return ""
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"object with {len(value):,} key{'s' if len(value) != 1 else ''}"
+    if isinstance(value, list):
+        if not value:
+            return "empty array"
+        kinds = {type(v).__name__ for v in value[:200]}
+        if kinds == {"dict"}:
+            keys: dict[str, None] = {}
+            for v in value[:200]:
+                for k in v:
+                    keys.setdefault(str(k), None)
+            names = list(keys)
+            shown = ", ".join(names[:8]) + (f", … ({len(names)} keys)" if len(names) > 8 else "")
+            return f"array of {len(value):,} objects with keys {shown}"
+        names = sorted({_scalar(v) for v in value[:200]})
+        return f"array of {len(value):,} {'/'.join(names)}s"
+    return _scalar(value) + (f" {_preview(value, 60)}" if isinstance(value, (int, float, bool)) or value is None
+                             else f" {_preview(value, 60)!s}" if isinstance(value, str) and len(value) <= 60 else "")
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _shape(value: Any, lines: dict[tuple[Any, ...], int]) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = [(1, f"JSON: {_type_of(value)}")]
+    if isinstance(value, dict):
+        for key, v in list(value.items())[:40]:
+            out.append((_line_of(lines, (key,)), f"  \"{key}\": {_type_of(v)}"))
+            if isinstance(v, dict):
+                for k2, v2 in list(v.items())[:8]:
+                    out.append((_line_of(lines, (key, k2)), f"    \"{k2}\": {_type_of(v2)}"))
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        for key, v in list(value[0].items())[:20]:
+            out.append((_line_of(lines, (0, key)), f"  [0].\"{key}\": {_type_of(v)}"))
+    return out
+
+
+__all__ = ["JsonReading", "try_json"]

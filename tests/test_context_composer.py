@@ -1,0 +1,195 @@
+"""The composer (issue "Layered context", "Composing the context"): the order of
+the layers, references in older turns, recent and current turns whole, the
+token budget and its calibration. :func:`build` is pure, so these tests feed it
+entries directly."""
+
+from __future__ import annotations
+
+import json
+
+from wisp.core.context.composer import (CONTEXT_RULE, LAYERS, MEMORY_RULE, ComposeInputs, FactView, build)
+from wisp.core.context.facts import Fact
+from wisp.core.context.summary import SummaryVersion
+from wisp.core.context.tokens import estimate_messages
+from wisp.core.context.turns import OutputRef, ToolFlags
+from wisp.core.store import Entry
+
+READ_ONLY = ToolFlags(has_memory=False, read_only={"read_file": True, "run_command": False})
+WITH_MEMORY = ToolFlags(has_memory=True, read_only={"read_file": True, "memory": True})
+TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+
+
+class Numbers:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def entry(self, kind: str, content: str, **kw) -> Entry:
+        self.n += 1
+        return Entry(self.n, 1, 1, self.n, kind, content, kw.get("tool_name"), kw.get("tool_call_id"),
+                     kw.get("arguments"), kw.get("meta") or {})
+
+
+def turn_with_read(nums: Numbers, prompt: str, output: str, reply: str) -> list[Entry]:
+    cid = f"call_{nums.n + 1}"
+    return [nums.entry("prompt", prompt),
+            nums.entry("reply", "Reading.", meta={"before_tool_call": True}),
+            nums.entry("tool_call", json.dumps({"path": "a.py"}), tool_name="read_file", tool_call_id=cid,
+                       arguments={"path": "a.py"}),
+            nums.entry("tool_result", output, tool_name="read_file", tool_call_id=cid),
+            nums.entry("reply", reply)]
+
+
+def fact(number: int, subject: str, name: str, value: str, source: str = "person", **kw) -> Fact:
+    return Fact(number, 1, number, subject, name, value, source, kw.pop("method", "set"), kw.pop("tool", None),
+                **kw)
+
+
+def inputs(**kw) -> ComposeInputs:
+    base = dict(conversation=1, system_rules="RULES.", tools=TOOLS, flags=READ_ONLY, window=8192, reserve=1024)
+    base.update(kw)
+    return ComposeInputs(**base)
+
+
+BIG = "\n".join(f"{i}\tline {i} of a long file with some words in it" for i in range(1, 301))
+
+
+def test_layers_come_in_the_issues_order() -> None:
+    nums = Numbers()
+    t1 = turn_with_read(nums, "first question", BIG, "first answer")
+    t2 = turn_with_read(nums, "second question", BIG, "second answer")
+    current = [nums.entry("prompt", "the current question")]
+    summary = SummaryVersion(1, 2, "SUMMARY TEXT", (1,), refs=(OutputRef(3, 1, "read_file", "{}", {"lines": 3}),))
+    ctx = build(inputs(
+        instructions="Use tabs.", instructions_source="AGENTS.md",
+        facts=[FactView(fact(2, "branch", "", "main", "tool", tool="git"))],
+        task=fact(3, "task", "", "fix it; objective: green", turn=0), summary=summary,
+        ended=[(2, t1), (3, t2)], current=(4, current), recent_turns=1, turn=4))
+    assert [layer.key for layer in ctx.layers] == [k for k, _ in LAYERS]
+    system = ctx.messages[0]
+    assert system["role"] == "system" and [m["role"] for m in ctx.messages].count("system") == 1
+    body = system["content"]
+    order = [body.index(x) for x in ("RULES.", CONTEXT_RULE[:30], "Project instructions (AGENTS.md):\nUse tabs.",
+                                     "Facts (", "- branch = main [tool git", "Task (set by the person): fix it",
+                                     "Running summary of turns 1 (version 2):\nSUMMARY TEXT")]
+    assert order == sorted(order)
+    # then the older turn (references), the recent turn (whole), the current turn (whole)
+    users = [m["content"] for m in ctx.messages if m["role"] == "user"]
+    assert users == ["first question", "second question", "the current question"]
+    tools = [m["content"] for m in ctx.messages if m["role"] == "tool"]
+    assert tools[0].startswith("[output of entry 4 not repeated: read_file, turn 2;")
+    assert tools[1] == BIG  # context.recent_turns = 1 keeps the last ended turn whole
+    assert ctx.layer("older").detail["turns"] == [2] and ctx.layer("recent").detail["turns"] == [3]
+    assert ctx.references == [4]
+    assert ctx.tools == TOOLS
+
+
+def test_tool_outputs_are_whole_in_their_own_turn_and_references_after() -> None:
+    nums = Numbers()
+    t1 = turn_with_read(nums, "q1", BIG, "a1")
+    running = turn_with_read(nums, "q2", BIG, "")[:4]  # the current turn, its output just in
+    ctx = build(inputs(ended=[(1, t1)], current=(2, running), turn=2))
+    tools = [m["content"] for m in ctx.messages if m["role"] == "tool"]
+    assert tools[0].startswith("[output of entry 4 not repeated") and "to see it, call read_file again" in tools[0]
+    assert tools[1] == BIG
+    # the assistant's tool call stays, with its arguments, and pairs with the reference
+    calls = [m for m in ctx.messages if m.get("tool_calls")]
+    assert calls[0]["tool_calls"][0]["arguments"] == {"path": "a.py"}
+    assert ctx.messages[ctx.messages.index(calls[0]) + 1]["tool_call_id"] == calls[0]["tool_calls"][0]["id"]
+
+
+def test_reference_forms_follow_the_registry() -> None:
+    nums = Numbers()
+    cid = "call_x"
+    turn = [nums.entry("prompt", "run it"),
+            nums.entry("tool_call", "{}", tool_name="run_command", tool_call_id=cid, arguments={"command": "make"}),
+            nums.entry("tool_result", "make: *** [all] Error 2", tool_name="run_command", tool_call_id=cid,
+                       meta={"exit_status": 2}),
+            nums.entry("reply", "It failed.")]
+    without = build(inputs(ended=[(1, turn)]))
+    ref = [m["content"] for m in without.messages if m["role"] == "tool"][0]
+    assert ref.endswith("do not run it again to see it: ask the person, who can use /show entry 3]")
+    assert "exit status 2" in ref and 'first error: "make: *** [all] Error 2"' in ref
+    assert MEMORY_RULE not in without.messages[0]["content"]
+    with_memory = build(inputs(ended=[(1, turn)], flags=WITH_MEMORY))
+    ref = [m["content"] for m in with_memory.messages if m["role"] == "tool"][0]
+    assert ref.endswith('to see it: memory "recall entry 3"]')
+    assert MEMORY_RULE in with_memory.messages[0]["content"]
+
+
+def test_thinking_and_notices_are_never_sent() -> None:
+    nums = Numbers()
+    turn = [nums.entry("prompt", "q"), nums.entry("thinking", "SECRET REASONING"), nums.entry("reply", "a"),
+            nums.entry("notice", "a notice")]
+    ctx = build(inputs(ended=[(1, turn)]))
+    text = json.dumps(ctx.messages)
+    assert "SECRET REASONING" not in text and "a notice" not in text
+
+
+def test_token_budget_is_window_less_reserve_and_layers_add_up() -> None:
+    nums = Numbers()
+    ended = [(n, turn_with_read(nums, f"q{n}", "short output", f"answer {n}")) for n in range(1, 4)]
+    ctx = build(inputs(ended=ended, window=8192, reserve=1000,
+                       facts=[FactView(fact(1, "decision", "db", "SQLite"))]))
+    assert ctx.budget == 7192
+    assert ctx.total == sum(layer.tokens for layer in ctx.layers)
+    assert ctx.tokens_left == ctx.budget - ctx.total and not ctx.over_budget and ctx.must_leave == []
+    # the layers' estimate is the request's estimate (to a few tokens of rounding)
+    assert abs(ctx.total - estimate_messages(ctx.messages, ctx.tools)) <= len(ctx.layers)
+    assert ctx.layer("tools").tokens > 0 and ctx.layer("tools").items == 1
+    assert ctx.layer("facts").items == 1 and ctx.layer("task").tokens == 0
+
+
+def test_calibration_scales_every_layer() -> None:
+    nums = Numbers()
+    ended = [(1, turn_with_read(nums, "q", "out " * 200, "a"))]
+    plain = build(inputs(ended=ended, ratio=1.0))
+    scaled = build(inputs(ended=ended, ratio=1.5))
+    for a, b in zip(plain.layers, scaled.layers):
+        assert abs(b.tokens - round(a.tokens * 1.5)) <= 2
+    assert scaled.total > plain.total
+
+
+def test_over_budget_names_the_oldest_turns_that_must_leave() -> None:
+    nums = Numbers()
+    ended = [(n, [nums.entry("prompt", f"question {n} " + "word " * 400), nums.entry("reply", "ok")])
+             for n in range(1, 7)]
+    ctx = build(inputs(ended=ended, window=1600, reserve=200, current=(7, [nums.entry("prompt", "now")]), turn=7))
+    assert ctx.over_budget
+    assert ctx.must_leave and ctx.must_leave == list(range(1, len(ctx.must_leave) + 1))  # oldest first
+    freed = sum(s.tokens for s in ctx.turns if s.number in ctx.must_leave)
+    assert ctx.total - freed <= ctx.budget
+    # nothing leaves by itself: every turn is still in the request until a summary covers it
+    assert sum(1 for m in ctx.messages if m["role"] == "user") == 7
+
+
+def test_the_task_shows_from_the_next_turn() -> None:
+    task = fact(5, "task", "", "ship it", turn=3)
+    assert build(inputs(task=task, turn=3)).layer("task").tokens == 0
+    shown = build(inputs(task=task, turn=4))
+    assert shown.layer("task").text == "Task (set by the person): ship it"
+    model = fact(6, "task", "", "tidy up", "model", method="noted", proposal=True, turn=1)
+    assert "set by the model, a proposal" in build(inputs(task=model, turn=2)).layer("task").text
+
+
+def test_facts_layer_marks_sources_proposals_and_what_changed() -> None:
+    views = [FactView(fact(4, "branch", "", "feature/x", "tool", tool="git", turn=3), previous="main", versions=2),
+             FactView(fact(7, "entity", "codename", "BLUE HERON", "model", method="noted", proposal=True, turn=4))]
+    text = build(inputs(facts=views)).layer("facts").text
+    assert "- branch = feature/x [tool git, turn 3; c4] (before: main)" in text
+    assert "- entity codename = BLUE HERON [model, noted, turn 4; a proposal; c7]" in text
+    with_memory = build(inputs(facts=views, flags=WITH_MEMORY)).layer("facts").text
+    assert '(history: memory "recall fact branch")' in with_memory
+
+
+def test_summary_layer_lists_references_and_caps_them() -> None:
+    refs = tuple(OutputRef(10 + i, i + 1, "read_file", json.dumps({"path": f"f{i}.py"}), {"lines": 9, "bytes": 90})
+                 for i in range(200))
+    summary = SummaryVersion(1, 3, "what happened", tuple(range(1, 201)), refs=refs)
+    ctx = build(inputs(summary=summary, window=4096, reserve=1024))
+    layer = ctx.layer("summary")
+    assert layer.text.startswith("Running summary of turns 1–200 (version 3):\nwhat happened")
+    assert "- entry 209 (turn 200): read_file" in layer.text  # the newest are kept
+    assert "(outputs of entries 10–" in layer.text and "not listed; the person can /show any of them)" in layer.text
+    assert layer.tokens <= 0.25 * ctx.budget + 100
+    assert ctx.left == list(range(1, 201)) and layer.items == 200
