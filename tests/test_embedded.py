@@ -9,6 +9,7 @@ import pytest
 
 from wisp.core.model.base import ChatOptions, Done, TextDelta, Usage
 from wisp.core.model.embedded import (
+    DEFAULT_N_CTX,
     EmbeddedServer,
     EmbeddedServerError,
     default_gguf_path,
@@ -116,7 +117,7 @@ async def test_auto_starts_the_embedded_default_when_nothing_answers(tmp_path):
         assert resolved.embedded is not None and resolved.embedded.running
         assert resolved.label.startswith("embedded llama.cpp http://127.0.0.1:")
         assert resolved.model == default_gguf_path().stem
-        assert resolved.context_window == 2048
+        assert resolved.context_window == DEFAULT_N_CTX == 8192
         text = ""
         async for event in resolved.endpoint.stream_chat(
             [{"role": "user", "content": "What is 2 + 2?"}], None, ChatOptions(max_tokens=16)

@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from wisp.core.context.facts import FactBook
 from wisp.core.context.summary import SummaryBook
@@ -329,3 +331,51 @@ async def test_an_output_id_names_an_entry(tmp_path: Path) -> None:
     assert text.startswith(f"entry {out.number}: run_command output")
     assert h.memory_events()[-1]["target"]["output"] == short
     await h.close()
+
+
+async def test_episodic_verbs_go_to_episodic_memory(tmp_path: Path) -> None:
+    h = await make_harness(tmp_path)
+    await h.begin()
+    listed = await h.ask("memories deploy since 7d")
+    assert listed.startswith("memory: ") and "memories" in listed
+    assert h.memory_events()[-1]["action"] == "memories"
+    one = await h.ask("recall MEM-000001")
+    assert one.startswith("memory: no memory MEM-000001")
+    assert h.memory_events()[-1]["target"] == {"kind": "memory", "memory": "MEM-000001"}
+    await h.close()
+
+
+_FRAGMENTS = st.sampled_from(["recall", "note", "remember", "task", "summarise", "condense", "entry", "turn",
+                              "fact", "summary", "v1", "from", "line", "1", "2", "999", "=", ":", ";",
+                              "objective:", "entity", "tests", "x", '"', "memory", "overview", "output",
+                              "ab12cd34", "MEM-000001", "memories", "🙂", "\t"])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.text(max_size=60), st.lists(_FRAGMENTS, max_size=8).map(" ".join)),
+                min_size=1, max_size=25))
+def test_no_request_to_the_tool_raises(tmp_path: Path, requests: list[str]) -> None:
+    import asyncio
+    import tempfile
+
+    from wisp.core.memory.request import RequestError, parse_request
+
+    async def go() -> None:
+        h = await make_harness(Path(tempfile.mkdtemp(dir=tmp_path)))
+        await h.begin()
+        await h.tool_output("run_command", {"command": "make"}, "src/a.c:1:2: error: boom\nmake: *** Error 1")
+        await h.end()
+        await h.begin()
+        for request in requests:
+            answer = await h.ask(request)
+            assert isinstance(answer, str) and answer.strip()
+            try:
+                parse_request(request)
+            except RequestError as exc:
+                assert answer == exc.line
+                assert answer.startswith(("error: ", "memory: "))
+        assert len(h.memory_events()) == len(requests)
+        await h.close()
+
+    asyncio.run(go())

@@ -189,3 +189,12 @@ _PIECES = st.sampled_from([
 def test_readers_never_raise_on_mixed_fragments(text: str) -> None:
     s = summarise(text, None, budget_tokens=400)
     assert s.text.splitlines()[-1].startswith("what no reader explained: ") or "…" in s.text
+
+
+@pytest.mark.parametrize("name", ["gcc_make_errors.txt", "pytest_assert.txt", "maven_compile_error.txt"])
+def test_a_read_file_output_is_read_for_its_text(name: str) -> None:
+    """read_file numbers its lines (N<TAB>text) and ends [end of file]; the readers see through it."""
+    lines = split_stored_lines((DATA / name).read_text())
+    stored = "\n".join(f"{i}\t{line}" for i, line in enumerate(lines, start=1)) + "\n[end of file]"
+    s = summarise(stored, None)
+    assert first_point(s.text) == MANIFEST[name]["root"], s.text

@@ -127,6 +127,12 @@ async def test_a_conversation_notes_recalls_and_summarises_end_to_end(home, tmp_
         # each call is a tool.call and a tool.result too, with the context.memory event between them
         seq = [e["kind"] for e in s.audit.iter_events() if e["kind"] in ("tool.call", "tool.result", "context.memory")]
         assert seq[-6:] == ["tool.call", "context.memory", "tool.result"] * 2
+        # what a recall returned is whole in its own turn, and a reference from the next turn on
+        await run(s, "thanks")
+        sent = json.dumps(srv.chat_bodies[-1]["messages"], ensure_ascii=False)
+        assert "# harbour sync: design overview" not in sent
+        assert f'output of entry {results[0].entry} not repeated' in sent
+        assert f'memory \\"recall entry {results[0].entry}\\"' in sent
 
 
 def test_description_and_guide_cost_at_most_110_tokens_on_smollm2() -> None:
@@ -146,3 +152,30 @@ def test_memory_tool_schema_is_valid_json() -> None:
 
     schema = tool_schema(MemoryTool())
     assert json.loads(json.dumps(schema))["function"]["name"] == "memory"
+
+
+async def test_tui_shows_a_summarise_call_and_its_result(home, tmp_path: Path) -> None:
+    from wisp.tui.app import WispApp
+    from wisp.tui.chat import ToolBlock
+    from tests.test_tui import SIZE, screenshot, send, started
+
+    wisp_home, srv = home
+    set_memory(wisp_home, srv, True)
+    log = (Path(__file__).parent / "data" / "summarise" / "gcc_make_errors.txt").read_text()
+    (tmp_path / "build.log").write_text(log)
+    srv.push(reply(tool_call("read_file", {"path": "build.log"}), finish="tool_calls", usage=None),
+             reply(text("Read it."), usage=None))
+    srv.push(reply(tool_call("memory", {"request": "summarise entry 3"}), finish="tool_calls", usage=None),
+             reply(text("The first error is at **request.c:77**: `struct request` has no member `uri_len`."),
+                   usage=None))
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await send(pilot, app, "read build.log")
+        await send(pilot, app, "why did the build fail?")
+        block = list(app.query(ToolBlock))[-1]
+        assert "memory" in str(block.title) and "notable lines (exact readers, no model)" in block.output
+        assert "request.c:77:17" in block.output
+        block.collapsed = False
+        await pilot.pause()
+        screenshot(app, "memory-summarise")

@@ -57,8 +57,11 @@ RETRY_TURNS_TOO_LONG = 3
 MAX_NAMED_ITEMS = 60
 #: Side calls at most before one request (each writes a version).
 MAX_CALLS = 4
-#: A prompt or reply longer than this (characters) is cut in the side call's transcript.
+#: A prompt or reply longer than this (characters) is cut in the side call's transcript
+#: (less in a small window: a quarter of the room the side call's prompt has).
 TRANSCRIPT_CUT_CHARS = 4000
+#: Tokens the side call leaves free besides the summary it writes (chat template, rounding).
+SIDE_CALL_MARGIN = 150
 
 SUMMARY_RULES = (
     "You keep the running summary of a conversation between a person and an assistant that uses tools. "
@@ -93,11 +96,15 @@ def _words_for(budget: int) -> int:
     return max(60, min(600, int(budget * SUMMARY_SHARE * 0.75)))
 
 
-def _cut(text: str) -> str:
-    if len(text) <= TRANSCRIPT_CUT_CHARS:
-        return text
-    half = TRANSCRIPT_CUT_CHARS // 2
-    return f"{text[:half]}\n[… {len(text) - 2 * half:,} characters not shown …]\n{text[-half:]}"
+def _cutter(limit: int) -> Any:
+    """A function that cuts a prompt or reply longer than ``limit`` characters
+    to its start and end, saying how much is not shown."""
+    def cut(text: str) -> str:
+        if len(text) <= limit:
+            return text
+        half = limit // 2
+        return f"{text[:half]}\n[… {len(text) - 2 * half:,} characters not shown …]\n{text[-half:]}"
+    return cut
 
 
 def _item_key(item: Item) -> str:
@@ -140,6 +147,7 @@ class Summariser:
         self.audit = audit
         self.failed_turns: dict[int, dict[int, int | None]] = {}
         self._next_try: dict[int, int] = {}
+        self._cut = _cutter(TRANSCRIPT_CUT_CHARS)
 
     # -- planning ------------------------------------------------------------
 
@@ -187,14 +195,18 @@ class Summariser:
         loaded = [(n, by_turn.get(turns[n].id, [])) for n in chosen if n in turns]
         previous = ctx.summary
         window = context_window or ctx.window
-        room = max(256, window - ctx.reserve - 200)  # tokens a side call's prompt may use
+        ratio = ctx.ratio if ctx.ratio > 0 else 1.0
+        # the side call's prompt gets the window less the summary it writes and a margin (calibrated tokens)
+        room = max(256, window - _cap_tokens(ctx.budget) - SIDE_CALL_MARGIN)
+        cut = _cutter(max(400, min(TRANSCRIPT_CUT_CHARS, int(room / ratio))))  # a quarter of the room, in chars
+        self._cut = cut
         while loaded and outcome.calls < MAX_CALLS:
             prev_text = previous.text if previous else ""
-            base = estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + 60
+            base = round((estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + 60) * ratio)
             batch: list[tuple[int, list[Any]]] = []
             used = base
             for number, entries in loaded:
-                cost = estimate_tokens(transcript([(number, entries)], flags, cut=_cut))
+                cost = round(estimate_tokens(transcript([(number, entries)], flags, cut=cut)) * ratio)
                 if batch and used + cost > room:
                     break
                 batch.append((number, entries))
@@ -309,7 +321,7 @@ class Summariser:
             parts.append(f"Summary so far, of turns {turn_ranges(previous.covers)}:\n{previous.text.strip()}")
         else:
             parts.append("Summary so far: none yet.")
-        parts.append("New turns to add:\n" + transcript(batch, flags, cut=_cut))
+        parts.append("New turns to add:\n" + transcript(batch, flags, cut=self._cut))
         if wanted:
             shown = [str(i) for i in wanted[:MAX_NAMED_ITEMS]]
             parts.append("Keep each of these exactly as written: " + ", ".join(shown) + ".")

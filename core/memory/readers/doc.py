@@ -33,6 +33,7 @@ RANK_AFTER = 2
 
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 #: A CI runner's timestamp before every line (GitHub Actions: ``2024-05-02T10:11:12.1234567Z ``).
+_OWN_NUMBER = re.compile(r"^\d{1,9}\t")
 _CI_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
 
 
@@ -72,6 +73,12 @@ class Doc:
         self.ci_stamped = bool(sample) and sum(1 for ln in sample if _CI_STAMP.match(ln)) * 2 >= len(sample)
         if self.ci_stamped:
             lines = [_CI_STAMP.sub("", ln, count=1) for ln in lines]
+        # read_file's output numbers its lines ("12<TAB>text"): read the text
+        numbered = [ln for ln in lines[:200] if ln.strip()]
+        self.self_numbered = len(numbered) >= 2 and sum(
+            1 for ln in numbered if _OWN_NUMBER.match(ln)) * 10 >= len(numbered) * 9
+        if self.self_numbered:
+            lines = [_OWN_NUMBER.sub("", ln, count=1) for ln in lines]
         self.lines = lines
         self.n = len(lines)
         self.text = "\n".join(lines)
