@@ -194,3 +194,12 @@ async def test_current_branch_with_real_git(tmp_path: Path) -> None:
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("git is not installed")
     assert await current_branch(tmp_path) == "trunk"
+
+
+def test_tests_fact_name_is_the_runner_and_its_targets() -> None:
+    """Options and their values don't make a new fact (QA: `-p no:cacheprovider` became part of the name)."""
+    assert fact_name_for_command("PYTHONPATH=. /x/.venv/bin/python -m pytest -q -p no:cacheprovider tests/unit") \
+        == "pytest tests/unit"
+    assert fact_name_for_command("cargo test --release") == "cargo test"
+    assert fact_name_for_command("go test ./...") == "go test ./..."
+    assert fact_name_for_command("make check") == "make check"

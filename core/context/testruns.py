@@ -80,15 +80,30 @@ def looks_like_test_command(command: str) -> bool:
 
 
 def fact_name_for_command(command: str) -> str:
-    """The ``tests`` fact's name for a command: its words without options
-    and environment assignments, at most 60 characters (``pytest tests/``
-    for ``PYTHONPATH=. pytest -q -x tests/``)."""
+    """The ``tests`` fact's name for a command, at most 60 characters.
+
+    For a runner wisp knows (:func:`wisp.core.tools.test_results.framework_for_command`)
+    it is the runner and the targets named (``pytest tests/unit`` for
+    ``PYTHONPATH=. .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit``),
+    so reruns with other options update one fact; otherwise the command's
+    words without options and environment assignments.
+    """
+    from ..tools.test_results import framework_for_command
+
     try:
         words = shlex.split(command or "")
     except ValueError:
         words = (command or "").split()
-    kept = [w for w in words if not w.startswith("-") and not re.match(r"^\w+=", w)]
-    name = " ".join(kept) or (command or "tests").strip()
+    framework = framework_for_command(command)
+    if framework is not None:
+        runner = {"go": "go test", "cargo": "cargo test", "swift": "swift test"}.get(framework, framework)
+        targets = [w for w in words[1:] if not w.startswith("-") and not re.match(r"^\w+=", w)
+                   and ("/" in w or "::" in w or re.search(r"\.(py|js|ts|tsx|go|rs|swift)$", w))
+                   and not re.search(r"(^|/)(python[\d.]*|node|npx)$", w)]
+        name = " ".join([runner, *targets])
+    else:
+        kept = [w for w in words if not w.startswith("-") and not re.match(r"^\w+=", w)]
+        name = " ".join(kept) or (command or "tests").strip()
     return name if len(name) <= 60 else name[:59] + "…"
 
 
