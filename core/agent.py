@@ -118,6 +118,9 @@ class Agent:
         self.settings = settings or AgentSettings()
         self.composer = composer
         self.last_usage: ev.Usage | None = None
+        #: The model's token calibration (reported ÷ estimated), set by the
+        #: layered context's composer; 1.0 when uncalibrated.
+        self.calibrated_ratio: float = 1.0
         self.before_request: list[BeforeRequestHook] = []
         self.after_turn: list[AfterTurnHook] = []
         #: Approves what a tool would do (``run_command``): an async fn
@@ -181,12 +184,13 @@ class Agent:
                 messages = await self.compose(conversation)
                 schemas = self.tools.schemas() if len(self.tools) else None
                 estimate = estimate_messages(messages, schemas)
+                planned = round(estimate * (self.calibrated_ratio or 1.0))
                 window = self.settings.context_window
-                if step_no == 0 and window and estimate > window:
+                if window and planned > window:
                     yield ev.Notice(
-                        f"This request is about {estimate:,} tokens, more than the model's window of "
-                        f"{window:,}: the endpoint may drop its start. {_window_advice(estimate)}, "
-                        "or start a new conversation.", level="warning")
+                        f"This request is about {planned:,} tokens, more than the model's window of "
+                        f"{window:,}: the endpoint may drop its start. {_window_advice(planned)}, "
+                        "or start a new conversation.", level="warning", key="over-window")
                 options = mb.ChatOptions(context_window=self.settings.context_window,
                                          think=self.settings.think,  # type: ignore[arg-type]
                                          max_tokens=self.settings.max_tokens)
@@ -203,7 +207,7 @@ class Agent:
                         step.usage = item
                         prompt_tokens = item.prompt_tokens
                         completion_tokens = item.completion_tokens
-                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate)
+                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned)
                         self.last_usage = usage
                         yield usage
                         warning = truncation_warning(item.prompt_tokens, estimate, self.endpoint.provider)
@@ -218,7 +222,7 @@ class Agent:
                         step.done_reason = item.reason
 
                 if step.usage is None:  # the endpoint reported none: give wisp's estimate
-                    usage = ev.Usage(None, None, estimate)
+                    usage = ev.Usage(None, None, estimate, planned)
                     self.last_usage = usage
                     yield usage
                 step_thinking = bool(step.thinking)

@@ -208,8 +208,14 @@ async def _ask(args: argparse.Namespace) -> int:
                 sys.stderr.flush()
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
-                print(f"wisp: not run, it needs approval: {item.meta.get('command', '')} (allow a prefix "
-                      "with: wisp config set tools.run_command.allow '[\"PREFIX\"]')", file=sys.stderr)
+                from .tools.approval import is_simple_command
+
+                command = str(item.meta.get("command", ""))
+                if is_simple_command(command):
+                    how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
+                else:  # chained, piped or redirected: no prefix ever allows it
+                    how = "it chains, pipes or redirects, so no allowed prefix covers it; run it in the TUI"
+                print(f"wisp: not run, it needs approval: {command} ({how})", file=sys.stderr)
             elif isinstance(item, ev.Notice):
                 if item.key is not None and item.key in shown_keys:
                     continue  # one line per changing state (the wait for a loading model)

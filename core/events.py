@@ -89,6 +89,8 @@ class Usage:
     prompt: int | None
     completion: int | None
     estimated_prompt: int
+    #: The estimate times the model's calibration (tokens): what wisp plans with.
+    calibrated_prompt: int | None = None
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ class Session:
         self.audit = audit
         self.workdir = Path(options.workdir).resolve()
         self.conversation_id: int | None = None
+        #: True when the tool list is the one the resumed conversation was started with.
+        self.tools_kept = False
         self.endpoint: mb.Endpoint | None = None
         self.endpoint_label = "not connected"
         self.model_name = ""
@@ -143,8 +145,13 @@ class Session:
             raise
         if session.conversation_id is not None:
             conv = await store.get_conversation(session.conversation_id)
-            if conv is not None and conv.workdir:
-                session.workdir = Path(conv.workdir)
+            if options.tools is None:  # a conversation started with --tool keeps exactly that list
+                kept = await store.conversation_tools(session.conversation_id)
+                if kept is not None:
+                    session.options.tools = kept
+                    session.tools_kept = True
+            if conv is not None and (conv.workdir or session.tools_kept):
+                session.workdir = Path(conv.workdir or session.workdir)
                 session.agent.workdir = session.workdir
                 try:  # the conversation's own directory has its own AGENTS.md
                     session.agent.tools = session._load_project()
@@ -152,6 +159,8 @@ class Session:
                     await store.close()
                     raise
                 session.agent.project_instructions = session.project_instructions
+                if session.tools_kept:
+                    session.tool_choice.detail = "--tool, kept by the conversation"
         return session
 
     async def __aenter__(self) -> "Session":
@@ -205,6 +214,8 @@ class Session:
                 str(self.workdir), model=self.model_name or None,
                 endpoint=self.endpoint_label if self.endpoint else None)
             self.conversation_id = conv.id
+            if self.tool_choice.source == "command line":
+                await self.store.set_conversation_tools(conv.id, list(self.tool_choice.names))
             self.audit.write("conversation.created", {"workdir": str(self.workdir),
                                                       "transport": self.options.transport},
                              conversation=conv.id)

@@ -127,6 +127,11 @@ MIGRATIONS: list[str] = [
     context_schema.MIGRATION,
     # 3: exchanges and memories (issue "Episodic memory").
     episodes_schema.MIGRATION,
+    # 4: the tool list a conversation was started with by --tool, kept on resume
+    # (issue "Tools that act": an explicit list is exactly that list).
+    """
+    ALTER TABLE conversations ADD COLUMN tools TEXT;
+    """,
 ]
 
 
@@ -582,6 +587,22 @@ class Store:
         """How many turns a conversation has."""
         row = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
         return int(row[0])
+
+    async def set_conversation_tools(self, conversation_id: int, names: list[str] | None) -> None:
+        """Keep the explicit tool list (``--tool``) the conversation was started with; None clears it."""
+        await self.db.execute("UPDATE conversations SET tools = ? WHERE id = ?",
+                              (json.dumps(names) if names is not None else None, conversation_id))
+
+    async def conversation_tools(self, conversation_id: int) -> list[str] | None:
+        """The explicit tool list the conversation was started with, or None."""
+        rows = await self._all("SELECT tools FROM conversations WHERE id = ?", (conversation_id,))
+        if not rows or rows[0][0] is None:
+            return None
+        try:
+            names = json.loads(rows[0][0])
+        except ValueError:
+            return None
+        return [str(n) for n in names] if isinstance(names, list) else None
 
     async def running_elsewhere(self, conversation_id: int) -> str | None:
         """The owner (``host:pid``) of an open turn of this conversation that a

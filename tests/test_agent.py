@@ -330,3 +330,24 @@ async def test_a_request_larger_than_the_window_is_warned_before_sending(any_hom
     warning = next(e for e in events if isinstance(e, ev.Notice) and "more than the model's window" in e.text)
     assert "8,192" in warning.text or "4,096" in warning.text
     assert "wisp config set model.context_window" in warning.text
+
+
+async def test_a_huge_tool_output_is_cut_to_fit_the_window_in_its_own_turn(ollama_home, tmp_path: Path) -> None:
+    """QA: a tool output larger than the window went whole into the next request, to be dropped unseen."""
+    from wisp.core.context.tokens import estimate_messages
+
+    home, srv = ollama_home
+    Config.load().set("model.context_window", "4096")
+    (tmp_path / "big.log").write_text("".join(f"log line {i}: all is well\n" for i in range(20000)))
+    srv.push(reply(tool_call("read_file", {"path": "big.log", "limit": 20000}), finish="tool_calls"),
+             reply(text("done")))
+    async with await open_session(tmp_path) as s:
+        s.config.set("tools.read_file.max_bytes", "2000000")
+        events = await run(s, "read big.log")
+    assert events[-1].state == "done"
+    second = srv.chat_bodies[1]
+    assert estimate_messages(second["messages"], second.get("tools")) <= 4096
+    tool_msg = next(m for m in second["messages"] if m["role"] == "tool")
+    assert "are left out so the request fits" in tool_msg["content"]
+    assert tool_msg["content"].startswith("1\tlog line 0")
+    assert not any(isinstance(e, ev.Notice) and "more than the model's window" in e.text for e in events)

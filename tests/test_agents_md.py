@@ -209,3 +209,13 @@ def test_ask_with_a_matching_allow_list_runs_it(ollama_home, tmp_path: Path) -> 
     choices = [(e["payload"]["choice"], e["payload"]["prefix"]) for e in audit_events(home, "approval")]
     assert choices == [("allow_list", "touch"), ("needs_approval", None)]
     assert audit_events(home, "approval")[0]["payload"]["allow_list"]["config"] == ["touch", "git status"]
+
+
+def test_ask_says_a_chained_command_is_not_covered_by_any_prefix(ollama_home, tmp_path: Path) -> None:
+    """QA: the advice to allow a prefix cannot work for a chained command."""
+    home, srv = ollama_home
+    srv.push(reply(tool_call("run_command", {"command": "ls; touch sneaky.txt"}), finish="tool_calls"),
+             reply(text("Not run.")))
+    r = wisp("ask", "--tool", "run_command", "do it", cwd=tmp_path)
+    assert r.returncode == 0 and not (tmp_path / "sneaky.txt").exists()
+    assert "no allowed prefix covers it" in r.stderr and "tools.run_command.allow" not in r.stderr

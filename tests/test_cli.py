@@ -209,3 +209,16 @@ def test_wait_for_a_loading_model_is_one_line(ollama_home, tmp_path: Path) -> No
     r = wisp("ask", "hello", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout == "You said: hello\n"
     assert len([l for l in r.stderr.splitlines() if "load the model" in l]) == 1
+
+
+def test_a_conversation_keeps_its_tool_list_for_resume_and_inspect(ollama_home, tmp_path: Path) -> None:
+    """QA: `wisp inspect context` and `--resume` fell back to tools.enabled for a --tool conversation."""
+    home, srv = ollama_home
+    assert wisp("ask", "hi", "--tool", "read_file", "--tool", "memory", cwd=tmp_path).returncode == 0
+    conv = json.loads(wisp("conversations", "--json").stdout)["conversations"][0]["id"]
+    data = json.loads(wisp("inspect", "context", "--conversation", str(conv), "--json").stdout)
+    assert [t["function"]["name"] for t in data["request"]["tools"]] == ["read_file", "memory"]
+    requests = len(srv.chat_bodies)
+    assert wisp("ask", "again", "--resume", str(conv), cwd=tmp_path).returncode == 0
+    assert [t["function"]["name"] for t in srv.chat_bodies[-1]["tools"]] == ["read_file", "memory"]
+    assert len(srv.chat_bodies) == requests + 1

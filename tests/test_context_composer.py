@@ -193,3 +193,26 @@ def test_summary_layer_lists_references_and_caps_them() -> None:
     assert "(outputs of entries 10–" in layer.text and "not listed; the person can /show any of them)" in layer.text
     assert layer.tokens <= 0.25 * ctx.budget + 100
     assert ctx.left == list(range(1, 201)) and layer.items == 200
+
+
+def test_an_output_larger_than_the_window_is_cut_to_fit_with_a_way_to_the_rest() -> None:
+    """QA: a 1 MB command output in the current turn went whole into a 8,192-token window."""
+    from wisp.core.context.composer import fit_outputs
+    from wisp.core.context.turns import ToolFlags
+
+    big = "\n".join(f"line {i}" for i in range(1, 100001))
+    nums = Numbers()
+    entries = [nums.entry("prompt", "run it"), nums.entry("tool_call", "{}", tool_name="run_command"),
+               nums.entry("tool_result", big, tool_name="run_command")]
+    for flags, words in [(ToolFlags(has_memory=True, read_only={"run_command": False}),
+                          'memory "recall entry 3 from line'),
+                         (ToolFlags(has_memory=False, read_only={"run_command": False}), "/show entry 3")]:
+        cut = fit_outputs(entries, room=2000, ratio=1.0, flags=flags)
+        text = cut[2].content
+        assert len(text) / 4 <= 2100
+        assert text.startswith("line 1\nline 2") and text.endswith("line 100000")
+        assert "are left out so the request fits" in text and words in text
+        assert cut[0] is entries[0]
+    # nothing is cut when it fits
+    small = [entries[0], nums.entry("tool_result", "ok", tool_name="x")]
+    assert fit_outputs(small, room=2000, ratio=1.0, flags=ToolFlags()) == small

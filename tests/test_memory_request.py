@@ -142,3 +142,15 @@ def test_no_request_made_of_the_verbs_words_raises(text: str) -> None:
         parse_request(text)
     except RequestError as exc:
         assert exc.line.startswith(("error: ", "memory: "))
+
+
+def test_an_unknown_verb_names_every_verb() -> None:
+    """QA: `frobnicate x` was answered with the recall forms only."""
+    from wisp.core.memory.request import RequestError, parse_request
+
+    with pytest.raises(RequestError) as e:
+        parse_request("frobnicate x", ("task", "decision", "preference", "entity", "tests", "workdir", "branch"))
+    line = str(e.value)
+    assert line.startswith("error: 'frobnicate' is not a verb of memory")
+    for verb in ("recall", "note", "task", "summarise", "condense", "memories"):
+        assert verb in line

@@ -87,6 +87,8 @@ async def test_tool_call_shows_collapsed_and_expands(ollama_home, tmp_path: Path
         await send(pilot, app, "what is the codename?")
         block = app.query_one(ToolBlock)
         assert block.collapsed and "✓" in str(block.title) and "read_file" in str(block.title)
+        # outcome and entry first (a narrow pane cuts the arguments, not the entry), and no "[end of file]" line
+        assert str(block.title).startswith("✓ entry 4 · 1 line · ⚙ read_file")
         assert "BLUE HERON" in block.output
         block.collapsed = False
         await pilot.pause()

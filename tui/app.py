@@ -247,7 +247,7 @@ class WispApp(App[int]):
                         blocks[item.call_id].finish(item.content, item.ok, item.entry)
                 elif isinstance(item, ev.Usage):
                     self.status.prompt_tokens = item.prompt
-                    self.status.estimated_tokens = item.estimated_prompt
+                    self.status.estimated_tokens = item.calibrated_prompt or item.estimated_prompt
                     self.status.completion_tokens = item.completion
                 elif isinstance(item, ev.Notice):
                     last = self.chat.children[-1] if self.chat.children else None

@@ -96,11 +96,18 @@ class ToolBlock(Collapsible):
             content[:TOOL_PREVIEW_CHARS] + f"\n… {len(content) - TOOL_PREVIEW_CHARS:,} more characters "
             f"(/show entry {entry})")
         self._output.update(shown)
-        lines = content.count("\n") + 1 if content else 0
+        body = [line for line in content.split("\n") if not _is_marker(line)] if content else []
+        lines = len(body)
         mark = "✓" if ok else "✗"
-        where = f" · entry {entry}" if entry is not None else ""
-        self.title = f"{self._title_base} {mark} {lines} lines{where}"
+        where = f"entry {entry} · " if entry is not None else ""
+        # the outcome and the entry first, so a narrow pane cuts the arguments, not the entry number
+        self.title = f"{mark} {where}{lines} line{'' if lines == 1 else 's'} · {self._title_base}"
         self.set_class(not ok, "-error")
+
+
+def _is_marker(line: str) -> bool:
+    """A tool's own closing line (``[end of file]``, ``[more: …]``), not output."""
+    return line.startswith("[end of") or line.startswith("[more:")
 
 
 class AssistantMessage(Vertical):

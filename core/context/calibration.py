@@ -34,6 +34,8 @@ ALPHA = 0.3
 MIN_ESTIMATE = 64  # tokens
 MIN_RATIO = 0.4
 MAX_RATIO = 2.5
+#: Requests after which the calibration is trusted in full.
+TRUST_SAMPLES = 5
 
 
 def _now() -> str:
@@ -51,9 +53,17 @@ class CalibrationState:
     samples: int = 0
     context_window: int | None = None
 
+    @property
+    def effective(self) -> float:
+        """The factor to plan with: the stored ratio, trusted in proportion to
+        the samples behind it up to :data:`TRUST_SAMPLES` (one odd count must
+        not make wisp think a request is half its size)."""
+        trust = min(1.0, self.samples / TRUST_SAMPLES)
+        return 1.0 + (self.ratio - 1.0) * trust
+
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "ratio": round(self.ratio, 4), "samples": self.samples,
-                "context_window": self.context_window}
+                "effective": round(self.effective, 4), "context_window": self.context_window}
 
 
 class Calibration:

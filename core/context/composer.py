@@ -34,6 +34,8 @@ store.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +43,7 @@ from typing import Any
 from .facts import Fact, FactBook
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from .task import task_visible
-from .tokens import MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
+from .tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
 from .turns import ToolFlags, render_turn
 
 __all__ = ["LAYERS", "CONTEXT_RULE", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
@@ -333,6 +335,13 @@ def build(inp: ComposeInputs) -> ComposedContext:
     if inp.current is not None:
         number, entries = inp.current
         current_msgs, _ = render_turn(number, entries, inp.flags, whole=True)
+        others = sum(layers[k].tokens for k, _ in LAYERS if k != "current")
+        room = budget - others
+        if budget and _count_messages(current_msgs, ratio) > room:
+            # the current turn is whole, but an output larger than the window would be
+            # dropped by the endpoint unseen: cut the largest outputs to fit, saying how to see the rest
+            entries = fit_outputs(entries, room, ratio, inp.flags)
+            current_msgs, _ = render_turn(number, entries, inp.flags, whole=True)
         layers["current"].items = len([e for e in entries if e.kind not in ("thinking", "notice")])
         layers["current"].detail = {"turn": number}
     layers["current"].messages = current_msgs
@@ -356,6 +365,69 @@ def build(inp: ComposeInputs) -> ComposedContext:
         summary=inp.summary, task=task, facts=list(inp.facts), turn=inp.turn, window_source=inp.window_source,
         model=inp.model, calibration_samples=inp.calibration_samples, flags=inp.flags,
     )
+
+
+#: Tokens an output keeps at least when cut to fit (its head and tail stay readable).
+MIN_OUTPUT_TOKENS = 200
+
+
+def fit_outputs(entries: list[Any], room: int, ratio: float, flags: ToolFlags) -> list[Any]:
+    """The current turn's entries with tool outputs cut so the turn fits in
+    ``room`` tokens: each output over its share keeps its first and last
+    lines, with a line between them saying which lines were left out and
+    how to see them (a recall with the memory tool, a paged re-read for a
+    tool that only reads, else ``/show entry N`` by the person). Shares are
+    in proportion to the outputs' sizes, at least :data:`MIN_OUTPUT_TOKENS`.
+    Other entries stay whole. Pure; returns new entries.
+    """
+    outputs = [e for e in entries if e.kind == "tool_result"]
+    fixed = sum(_count_text(e.content or "", ratio) for e in entries if e.kind != "tool_result")
+    sizes = {e.number: _count_text(e.content or "", ratio) for e in outputs}
+    total = sum(sizes.values())
+    for_outputs = max(room - fixed, MIN_OUTPUT_TOKENS * max(1, len(outputs)))
+    if total <= for_outputs:
+        return entries
+    out = []
+    for e in entries:
+        if e.kind != "tool_result":
+            out.append(e)
+            continue
+        share = max(MIN_OUTPUT_TOKENS, int(for_outputs * sizes[e.number] / total))
+        if sizes[e.number] <= share:
+            out.append(e)
+            continue
+        out.append(dataclasses.replace(e, content=_cut_output(e, share, ratio, flags)))
+    return out
+
+
+def _cut_output(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
+    """``entry``'s output within about ``tokens``: head (60 %) and tail (40 %) lines."""
+    lines = (entry.content or "").split("\n")
+    chars = int(tokens * CHARS_PER_TOKEN / (ratio or 1.0))
+    head: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > chars * 0.6:
+            break
+        head.append(line)
+        used += len(line) + 1
+    tail: list[str] = []
+    used = 0
+    for line in reversed(lines[len(head):]):
+        if used + len(line) + 1 > chars * 0.4:
+            break
+        tail.insert(0, line)
+        used += len(line) + 1
+    first, last = len(head) + 1, len(lines) - len(tail)
+    if flags.has_memory:
+        how = f'to see them: memory "recall entry {entry.number} from line {first}"'
+    elif flags.read_only.get(entry.tool_name or ""):
+        how = "to see them, call the tool again for those lines"
+    else:
+        how = f"do not run it again to see them; ask the person, who can use /show entry {entry.number}"
+    marker = (f"[lines {first}-{last} of {len(lines)} of entry {entry.number} are left out so the request "
+              f"fits the model's window; {how}]")
+    return "\n".join([*head, marker, *tail])
 
 
 class Composer:

@@ -185,12 +185,14 @@ class ContextManager:
         return await self.composer.compose(
             conversation, system_rules=self.session.agent.settings.system_rules, registry=self.session.agent.tools,
             window=window, reserve=int(self._config("context.reserve", 1024)),
-            recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.ratio, instructions=text,
+            recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective, instructions=text,
             instructions_source=src, window_source=source, model=model, calibration_samples=cal.samples)
 
     async def compose_messages(self, conversation: int) -> list[dict[str, Any]]:
         """``agent.composer``: the messages of the next request."""
-        return (await self.compose(conversation)).messages
+        ctx = await self.compose(conversation)
+        self.session.agent.calibrated_ratio = ctx.ratio  # the agent's window check and status use it too
+        return ctx.messages
 
     async def calibration_state(self, conversation: int | None) -> CalibrationState:
         """The model's calibration."""

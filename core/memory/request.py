@@ -210,7 +210,14 @@ def _parse(text: str, subjects: tuple[str, ...]) -> Request:
     verb = VERBS.get(word)
     if verb is None:
         # No verb: a recall of the whole request ("entry 7").
-        return Request("recall", raw, target=_recall_target(cleaned))
+        try:
+            return Request("recall", raw, target=_recall_target(cleaned))
+        except RequestError:
+            if _ENTRY.match(cleaned) or _TURN.match(cleaned) or _BARE_NUMBER.match(cleaned):
+                raise
+            raise RequestError(f"error: {first!r} is not a verb of memory; start with recall, note, task, "
+                               f"summarise, condense or memories, such as {RECALL_EXAMPLE} or "
+                               f"{NOTE_EXAMPLE}") from None
     if verb == "recall":
         if not rest:
             raise RequestError(_RECALL_FORM)
