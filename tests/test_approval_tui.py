@@ -186,3 +186,31 @@ async def test_escape_during_a_run_ends_the_process_group(ollama_home, tmp_path:
         assert len(results) == 1 and results[0].meta["stopped"] is True
         assert "stopped by the person (Esc)" in results[0].content and "child" in results[0].content
         assert (await s.store.turns(s.conversation_id))[-1].state == "stopped"
+
+
+async def test_a_wrong_prefix_keeps_the_keys_in_the_field(ollama_home, tmp_path: Path) -> None:
+    """QA: after a refused prefix, focus left the field, typing was lost, and Enter once denied."""
+    from textual.widgets import Input
+
+    home, srv = ollama_home
+    srv.push(*command_turn("printf third"))
+    app = app_for(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await submit(pilot, app, "print")
+        screen = await modal(pilot, app)
+        await until(pilot, lambda: screen.armed, "the modal to arm")
+        field = screen.query_one("#approval-prefix", Input)
+        field.focus()
+        field.value = "printf t"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ApprovalScreen)
+        assert "whole words 'printf t'" in str(screen.query_one("#approval-error").render())
+        assert app.focused is field
+        await pilot.press("backspace", "backspace")
+        assert field.value == "printf"
+        await pilot.press("enter")
+        await turn_done(pilot, app)
+    events = approval_events(home)
+    assert [(e["choice"], e["prefix"]) for e in events] == [("always", "printf")]

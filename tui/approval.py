@@ -106,8 +106,11 @@ class ApprovalScreen(ModalScreen[tuple[str, "str | None"]]):
                 return
             prefix = self.prefix
             if not prefix or not prefix_matches(self.request.command, prefix):
-                self._error(f"The command does not begin with {prefix!r}; edit the prefix "
-                            "so that it does, or allow once.")
+                self._error(f"The command's words do not begin with the whole words {prefix!r}; edit the "
+                            "prefix so that they do, or allow once (y).")
+                field = self.query_one("#approval-prefix", Input)
+                field.focus()  # keep the keys in the field being corrected
+                field.cursor_position = len(field.value)
                 return
             self.dismiss(("always", prefix))
             return
