@@ -203,3 +203,13 @@ def test_tests_fact_name_is_the_runner_and_its_targets() -> None:
     assert fact_name_for_command("cargo test --release") == "cargo test"
     assert fact_name_for_command("go test ./...") == "go test ./..."
     assert fact_name_for_command("make check") == "make check"
+
+
+def test_a_stopped_or_timed_out_command_says_so_in_its_digest() -> None:
+    """QA: a command stopped with Esc was referred to only by 'exit status -15'."""
+    from wisp.core.context.digest import digest_output
+
+    assert "stopped by the person, exit status -15" in digest_output("partial\n", {"exit_status": -15,
+                                                                                  "stopped": True}).text()
+    assert "timed out" in digest_output("x\n", {"exit_status": -9, "timed_out": True}).text()
+    assert "stopped" not in digest_output("x\n", {"exit_status": 0}).text()

@@ -77,10 +77,14 @@ class Digest:
     exit_status: int | None = None
     first_error: str | None = None
     failed: bool = False
+    #: ``stopped`` (the person pressed Esc) or ``timed out``, when the tool said so.
+    ended: str | None = None
 
     def text(self) -> str:
         """``77 lines, 3,104 bytes, exit status 1, first error: "…"``."""
         parts = [f"{self.lines:,} line{'s' if self.lines != 1 else ''}", f"{self.bytes:,} bytes"]
+        if self.ended:
+            parts.append(self.ended)
         if self.exit_status is not None:
             parts.append(f"exit status {self.exit_status}")
         elif self.failed:
@@ -110,5 +114,6 @@ def digest_output(content: str, meta: dict[str, Any] | None = None, *, read_only
     failed = bool(meta.get("error")) or (status is not None and status != 0)
     search = failed or status is not None or read_only is not True
     first = first_error_line(text) if search else None
+    ended = "stopped by the person" if meta.get("stopped") else ("timed out" if meta.get("timed_out") else None)
     return Digest(lines=lines, bytes=len(text.encode("utf-8")), exit_status=status, first_error=first,
-                  failed=failed)
+                  failed=failed, ended=ended)
