@@ -179,3 +179,18 @@ async def test_tui_shows_a_summarise_call_and_its_result(home, tmp_path: Path) -
         block.collapsed = False
         await pilot.pause()
         screenshot(app, "memory-summarise")
+
+
+async def test_a_recall_that_finds_nothing_is_not_marked_as_a_success(ollama_home, tmp_path) -> None:
+    """QA: `recall entry 999` showed ✓ in the chat although it found nothing."""
+    from wisp.core import events as ev
+    from wisp.core.session import Session, SessionOptions
+    from tests.fakes import reply, text, tool_call
+
+    home, srv = ollama_home
+    srv.push(reply(tool_call("memory", {"request": "recall entry 999"}), finish="tool_calls"), reply(text("ok")))
+    async with await Session.open(SessionOptions(workdir=tmp_path, tools=["memory"])) as s:
+        assert await s.connect()
+        events = [e async for e in s.run_turn("what was entry 999?")]
+    result = next(e for e in events if isinstance(e, ev.ToolResult))
+    assert result.content.startswith("memory:") and not result.ok

@@ -122,7 +122,7 @@ class MemoryTool:
         target = event.get("target")
         if isinstance(target, dict) and target.get("entry") is not None:
             meta["target_entry"] = target["entry"]
-        return ToolResult(content, ok=not content.startswith("error:"), meta=meta)
+        return ToolResult(content, ok=not content.startswith(("error:", "memory:")), meta=meta)
 
     async def _dispatch(self, b: MemoryBinding, ctx: "ToolContext", req: Request, event: dict[str, Any]) -> str:
         conv = int(ctx.conversation_id)  # type: ignore[arg-type]
