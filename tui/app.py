@@ -426,9 +426,7 @@ class WispApp(App[int]):
 def _turn_widgets(turn: Any) -> list[Any]:
     """Widgets for one stored turn."""
     widgets: list[Any] = []
-    reply: AssistantMessage | None = None
     blocks: dict[str, ToolBlock] = {}
-    pending_text: list[str] = []
     for e in turn.entries:
         meta = e.meta or {}
         if e.kind == "prompt":
@@ -453,7 +451,6 @@ def _turn_widgets(turn: Any) -> list[Any]:
                 block.finish(e.content, not meta.get("error"), e.number)
         elif e.kind == "notice":
             widgets.append(Notice(e.content, "warning"))
-    del reply, pending_text
     stopped_reply = any(e.kind == "reply" and (e.meta or {}).get("reason") == "stopped" for e in turn.entries)
     if turn.state == "stopped" and not stopped_reply:
         widgets.append(Notice("■ stopped", "warning"))

@@ -37,7 +37,7 @@ import shlex
 from datetime import datetime, timedelta
 from typing import Any
 
-from .dates import DateError, format_local, memory_timezone, parse_bound, start_of_day, zone_name
+from .dates import DateError, format_local, memory_timezone, start_of_day, zone_name
 from .ids import MemoryIdError, format_memory_id, parse_memory_id
 from .query import (DEFAULT_LIMIT, MAX_LIMIT, MemoryFilter, QueryError, find_memories, get_memory,
                     list_workspaces, make_filter, memory_count, memory_sources, preview)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 
 @dataclass
@@ -28,6 +28,17 @@ class ToolContext:
     turn: int | None = None
     emit: Callable[[str], None] | None = None
     approve: Callable[[Any], Awaitable[Any]] | None = None
+
+    def setting(self, key: str, default: Any) -> Any:
+        """Config ``key``, or ``default`` when there is no config, the key is
+        unset (None) or cannot be read."""
+        if self.config is None:
+            return default
+        try:
+            value = self.config.get(key)
+        except Exception:
+            return default
+        return default if value is None else value
 
 
 @dataclass

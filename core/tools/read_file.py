@@ -48,7 +48,7 @@ class ReadFile:
         if not path.is_absolute():
             path = workdir / path
         path = path.resolve()
-        allow_outside = bool(_cfg(ctx, "tools.read_file.allow_outside_workdir", False))
+        allow_outside = bool(ctx.setting("tools.read_file.allow_outside_workdir", False))
         if not allow_outside and not path.is_relative_to(workdir):
             return ToolResult(
                 f"error: {raw} is outside the working directory {workdir}; "
@@ -61,7 +61,7 @@ class ReadFile:
         if path.is_dir():
             names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())[:200]
             return ToolResult(f"error: {raw} is a directory; it holds: " + ", ".join(names), ok=False)
-        max_bytes = int(_cfg(ctx, "tools.read_file.max_bytes", 262144))
+        max_bytes = int(ctx.setting("tools.read_file.max_bytes", 262144))
         try:
             with path.open("rb") as fh:
                 head = fh.read(8192)
@@ -92,13 +92,3 @@ class ReadFile:
             tail = "[end of file]"
         content = f"{body}\n{tail}" if body else tail
         return ToolResult(content, meta={"path": str(path), "lines": total, "bytes": path.stat().st_size})
-
-
-def _cfg(ctx: ToolContext, key: str, default: Any) -> Any:
-    if ctx.config is None:
-        return default
-    try:
-        value = ctx.config.get(key)
-    except Exception:
-        return default
-    return default if value is None else value

@@ -232,8 +232,8 @@ class RunCommand:
 
     async def _execute(self, command: str, workdir: Path, ctx: ToolContext,
                        meta: dict[str, Any]) -> ToolResult:
-        timeout = float(_cfg(ctx, "tools.run_command.timeout_s", DEFAULT_TIMEOUT_S))
-        cap = int(_cfg(ctx, "tools.run_command.max_output_bytes", DEFAULT_MAX_OUTPUT))
+        timeout = float(ctx.setting("tools.run_command.timeout_s", DEFAULT_TIMEOUT_S))
+        cap = int(ctx.setting("tools.run_command.max_output_bytes", DEFAULT_MAX_OUTPUT))
         capture = OutputCapture(cap)
         parser = TestOutputParser(command)
         emitter = _Emitter(ctx.emit, cap)
@@ -391,7 +391,7 @@ async def _settle(reader: asyncio.Future[Any], proc: asyncio.subprocess.Process)
 def _refusal(choice: str, command: str, ctx: ToolContext) -> str:
     """The text the model gets for a command that did not run."""
     if choice == "needs_approval":
-        allow = _cfg(ctx, "tools.run_command.allow", []) or []
+        allow = ctx.setting("tools.run_command.allow", []) or []
         prefix = suggest_prefix(command) or command.split()[0]
         listed = ", ".join(allow) if allow else "nothing"
         return (f"The command did not run: it needs the person's approval, and no one can give it "
@@ -403,13 +403,3 @@ def _refusal(choice: str, command: str, ctx: ToolContext) -> str:
         return "The turn was stopped before the person answered; the command did not run."
     return ("The person denied this command; it did not run. Do not run it again unless the person "
             "asks you to; say what you wanted it for, or go on another way.")
-
-
-def _cfg(ctx: ToolContext, key: str, default: Any) -> Any:
-    if ctx.config is None:
-        return default
-    try:
-        value = ctx.config.get(key)
-    except Exception:
-        return default
-    return default if value is None else value

@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ...context.digest import exit_status_of
 from ...context.tokens import estimate_tokens
 from .cfamily import read_cc, read_cmake, read_linker, read_make
 from .doc import RANK_AFTER, Doc, Finding, Reading, shorten, split_stored_lines
@@ -124,20 +125,6 @@ class Summary:
     unexplained: int
 
 
-def exit_status(meta: dict[str, Any] | None) -> int | None:
-    """The exit status a tool put in an entry's meta (``exit_status``,
-    ``exit_code``, ``returncode``, or an integer ``status``), or ``None``."""
-    for key in ("exit_status", "exit_code", "returncode", "status"):
-        value = (meta or {}).get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
-    return None
-
-
 def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
     """Run the readers over ``text`` (a stored output) and decide what it is."""
     doc = Doc(text, meta)
@@ -199,7 +186,7 @@ def _size(n_bytes: int) -> str:
 
 
 def _ending(doc: Doc) -> str:
-    status = exit_status(doc.meta)
+    status = exit_status_of(doc.meta)
     if doc.meta.get("timed_out"):
         return "timed out" + (f" (exit status {status})" if status is not None else "")
     if status is not None:
