@@ -222,3 +222,23 @@ def test_a_conversation_keeps_its_tool_list_for_resume_and_inspect(ollama_home, 
     assert wisp("ask", "again", "--resume", str(conv), cwd=tmp_path).returncode == 0
     assert [t["function"]["name"] for t in srv.chat_bodies[-1]["tools"]] == ["read_file", "memory"]
     assert len(srv.chat_bodies) == requests + 1
+
+
+def test_the_api_key_is_used_but_never_written_anywhere(wisp_home: Path, tmp_path: Path) -> None:
+    """Issue 2: the key is read from the variable model.api_key_env names, never stored."""
+    from tests.fakes import FakeOpenAI
+
+    key = "sk-wisp-test-4f1c9a77e0"
+    with FakeOpenAI(api_key=key) as srv:
+        write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url,
+                                 "model.name": "wisp-fake", "model.api_key_env": "WISP_TEST_KEY"})
+        env = {**os.environ, "WISP_TEST_KEY": key}
+        r = subprocess.run([WISP, "ask", "hello"], capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert r.returncode == 0 and r.stdout == "You said: hello\n", r.stderr
+        # without the variable: one line saying exactly that
+        env.pop("WISP_TEST_KEY")
+        r = subprocess.run([WISP, "ask", "hello"], capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert r.returncode == 3 and "WISP_TEST_KEY, which is not set" in r.stderr
+    for path in wisp_home.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), f"the key was written to {path}"

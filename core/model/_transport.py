@@ -138,6 +138,9 @@ class HttpEndpoint:
         self.timeout_s = float(timeout_s)
         self.load_wait_s = float(load_wait_s)
         self.retry_base_s = float(retry_base_s)
+        #: What to do when the server refuses access (HTTP 401/403); the
+        #: resolver says more when it knows where the key should come from.
+        self.auth_hint = "Set model.api_key_env to the environment variable that holds the API key."
         self._headers = dict(headers or {})
         self._owns_client = client is None
         if client is None:
@@ -245,7 +248,7 @@ class HttpEndpoint:
         if status in (401, 403):
             return ServerError(
                 f"{self.display_name} at {self.base_url} refused access (HTTP {status}: {detail}). "
-                "Set model.api_key_env to the environment variable that holds the API key.",
+                f"{self.auth_hint}",
                 status,
             )
         if status == 404:

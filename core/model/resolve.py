@@ -146,9 +146,14 @@ def _ollama(s: EndpointSettings, url: str) -> OllamaEndpoint:
 
 
 def _openai(s: EndpointSettings, url: str) -> OpenAIEndpoint:
-    return OpenAIEndpoint(
-        url, s.name or "", api_key=read_api_key(s.api_key_env), timeout_s=s.timeout_s, load_wait_s=s.load_wait_s
-    )
+    key = read_api_key(s.api_key_env)
+    endpoint = OpenAIEndpoint(url, s.name or "", api_key=key, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s)
+    if s.api_key_env and key is None:  # the setting is there; the variable it names is not
+        endpoint.auth_hint = (f"model.api_key_env names {s.api_key_env}, which is not set in wisp's "
+                              f"environment: export {s.api_key_env}=YOUR_KEY before starting wisp.")
+    elif key is not None:
+        endpoint.auth_hint = f"The key in {s.api_key_env} was refused: check it."
+    return endpoint
 
 
 async def _finish(
