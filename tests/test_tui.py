@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -47,7 +48,12 @@ def texts(app: WispApp, cls) -> list[str]:
 def screenshot(app: WispApp, name: str) -> Path:
     SCREENSHOTS.mkdir(exist_ok=True)
     path = SCREENSHOTS / f"{name}.svg"
-    app.save_screenshot(filename=path.name, path=str(SCREENSHOTS))
+    svg = app.export_screenshot()
+    # Textual names the SVG's classes with a random number; a stable name keeps
+    # an unchanged view from rewriting its file on every run
+    svg = re.sub(r"terminal-\d+", f"terminal-{re.sub(r'[^a-z0-9]', '', name)}", svg)
+    if not path.exists() or path.read_text() != svg:
+        path.write_text(svg)
     return path
 
 
