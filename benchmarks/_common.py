@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # for tests.fakes
+    sys.path.insert(0, str(ROOT))  # for tests.support.fakes
 
 
 def private_home() -> Path:

@@ -91,7 +91,7 @@ async def turns(home: Path, n: int) -> tuple[list[float], list[float]]:
 async def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
     home = private_home()
-    from tests.fakes import FakeOllama
+    from tests.support.fakes import FakeOllama
 
     w = await store_writes(home, n)
     print(summary("store writes per exchange (pending + completed)", w, "ms"))

@@ -32,7 +32,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # for tests.fakes
+    sys.path.insert(0, str(ROOT))  # for tests.support.fakes
 
 TURNS = 60
 
@@ -290,8 +290,8 @@ async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: 
                      verbose: bool = False) -> ReplayResult:
     """Run the 60-turn session in ``workdir`` with WISP_HOME ``home`` (set in
     the environment by the caller) and check the 20 questions."""
-    from tests.context_fakes import SummarisingOllama
-    from tests.fakes import reply, text, tool_call
+    from tests.support.context_fakes import SummarisingOllama
+    from tests.support.fakes import reply, text, tool_call
     from wisp.core.commands import run_command
     from wisp.core.context.history import entries_to_messages
     from wisp.core.context.recall import recall_entry

@@ -37,7 +37,7 @@ def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     home = private_home()
     sys.path.insert(0, str(home))
-    from tests.fakes import FakeOllama
+    from tests.support.fakes import FakeOllama
 
     with FakeOllama() as srv:
         point_at(home, "ollama", srv.base_url)

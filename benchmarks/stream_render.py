@@ -44,7 +44,7 @@ async def run_once(tokens: int, url: str) -> float:
 def main() -> None:
     tokens = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     home = private_home()
-    from tests.fakes import FakeOllama
+    from tests.support.fakes import FakeOllama
 
     with FakeOllama() as srv:
         point_at(home, "ollama", srv.base_url)

