@@ -296,7 +296,7 @@ async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: 
     from wisp.core.context.history import entries_to_messages
     from wisp.core.context.recall import recall_entry
     from wisp.core.context.references import referenced_entries
-    from wisp.core.context.tokens import estimate_messages
+    from wisp.core.tokens import estimate_messages
     from wisp.core.session import Session, SessionOptions
     from wisp.core.tools import ToolRegistry
     from wisp.core.tools.read_file import ReadFile

@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from . import events as ev
 from .context.history import entries_to_messages
-from .context.tokens import estimate_messages
+from .tokens import estimate_messages
 from .model import base as mb
 from .tools import ToolContext, ToolRegistry
 from .tools.base import check_arguments

@@ -5,7 +5,7 @@ command line (``--tool NAME``, repeatable: exactly those tools), then a
 ``tools:`` line in the working directory's AGENTS.md, then config
 ``tools.enabled``. :func:`choose_tools` applies it; ``/tools`` lists the
 conversation's tools with their token cost (the schema each adds to every
-request, estimated by :mod:`wisp.core.context.tokens`) and where the list
+request, estimated by :mod:`wisp.core.tokens`) and where the list
 came from.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from .agents_md import AgentsMd
 from .commands import CommandResult, command
-from .context.tokens import estimate_tokens
+from .tokens import estimate_tokens
 from .tools import AVAILABLE
 from .tools.base import tool_schema
 

@@ -14,7 +14,7 @@ Modules, one job each:
   references with a digest, in the memory form or the two forms without it.
 - :mod:`.coverage`, :mod:`.summary`, :mod:`.summariser`: the running
   summary's items, versions and side call.
-- :mod:`.tokens`, :mod:`.calibration`: token estimates and their per-model
+- :mod:`wisp.core.tokens`, :mod:`.calibration`: token estimates and their per-model
   calibration.
 - :mod:`.composer`: the layers in order, the token budget, what must leave.
 - :mod:`.workspace`, :mod:`.testruns`: the ``branch`` and ``tests`` facts'

@@ -5,7 +5,7 @@ the estimate against the prompt token counts the endpoint reports, and keep
 the calibration per model.
 
 wisp estimates tokens at about four characters a token
-(:mod:`wisp.core.context.tokens`). After each request the endpoint reports
+(:mod:`wisp.core.tokens`). After each request the endpoint reports
 the prompt tokens it counted; :meth:`Calibration.observe` folds the ratio
 ``reported / estimated`` into the model's stored ratio (an exponential
 moving average, weight :data:`ALPHA` for the new sample), and

@@ -43,7 +43,7 @@ from typing import Any
 from .facts import Fact, FactBook
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from .task import task_visible
-from .tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
+from ..tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
 from .turns import ToolFlags, render_turn
 
 __all__ = ["LAYERS", "CONTEXT_RULE", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",

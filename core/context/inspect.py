@@ -16,7 +16,7 @@ from typing import Any
 from .composer import ComposedContext
 from .facts import fact_line
 from .summary import turn_ranges
-from .tokens import estimate_tokens
+from ..tokens import estimate_tokens
 
 __all__ = ["LayerRow", "ContextReport", "report_from", "inspect_context"]
 

@@ -34,7 +34,7 @@ from ..model import base as mb
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
-from .tokens import estimate_tokens
+from ..tokens import estimate_tokens
 from .turns import OutputRef, ToolFlags, transcript, turn_outputs
 
 __all__ = ["Summariser", "SummaryOutcome", "SUMMARY_RULES", "TARGET_SHARE", "SUMMARY_SHARE", "MAX_CALLS"]

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .digest import Digest
-from .tokens import estimate_tokens
+from ..tokens import estimate_tokens
 from .turns import OutputRef, ToolFlags
 
 __all__ = ["SummaryVersion", "SummaryBook", "summary_layer_text", "turn_ranges"]

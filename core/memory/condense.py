@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context.tokens import estimate_tokens
+from ..tokens import estimate_tokens
 from ..model import base as mb
 from .limits import CHUNK_ANSWER_TOKENS, MAX_CHUNKS
 from .readers.doc import split_stored_lines

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context.tokens import estimate_tokens
+from ..tokens import estimate_tokens
 from .limits import MAX_LINE_CHARS
 from .readers.doc import split_stored_lines
 

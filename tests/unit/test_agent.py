@@ -334,7 +334,7 @@ async def test_a_request_larger_than_the_window_is_warned_before_sending(any_hom
 
 async def test_a_huge_tool_output_is_cut_to_fit_the_window_in_its_own_turn(ollama_home, tmp_path: Path) -> None:
     """QA: a tool output larger than the window went whole into the next request, to be dropped unseen."""
-    from wisp.core.context.tokens import estimate_messages
+    from wisp.core.tokens import estimate_messages
 
     home, srv = ollama_home
     Config.load().set("model.context_window", "4096")

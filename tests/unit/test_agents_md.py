@@ -14,7 +14,7 @@ import pytest
 from wisp.core.agents_md import AgentsMd, AgentsMdError, load_agents_md, parse_agents_md
 from wisp.core.commands import run_command
 from wisp.core.config import Config
-from wisp.core.context.tokens import estimate_tokens
+from wisp.core.tokens import estimate_tokens
 from wisp.core.session import Session, SessionError, SessionOptions
 from wisp.core.toolset import ToolListError, choose_tools
 from tests.support.home import write_config

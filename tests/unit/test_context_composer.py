@@ -10,7 +10,7 @@ import json
 from wisp.core.context.composer import (CONTEXT_RULE, LAYERS, MEMORY_RULE, ComposeInputs, FactView, build)
 from wisp.core.context.facts import Fact
 from wisp.core.context.summary import SummaryVersion
-from wisp.core.context.tokens import estimate_messages
+from wisp.core.tokens import estimate_messages
 from wisp.core.context.turns import OutputRef, ToolFlags
 from wisp.core.store import Entry
 

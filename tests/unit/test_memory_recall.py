@@ -97,7 +97,7 @@ async def test_paging_round_trips_a_10000_line_output_exactly(tmp_path: Path) ->
 
 
 async def test_a_page_fits_the_budget(tmp_path: Path) -> None:
-    from wisp.core.context.tokens import estimate_tokens
+    from wisp.core.tokens import estimate_tokens
     from wisp.core.memory.limits import page_budget
 
     h = await make_harness(tmp_path, context_window=2048)

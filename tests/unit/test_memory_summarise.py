@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wisp.core.context.tokens import estimate_tokens
+from wisp.core.tokens import estimate_tokens
 from wisp.core.memory.readers import analyse, summarise
 from wisp.core.memory.readers.doc import split_stored_lines
 

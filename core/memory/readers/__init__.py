@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...context.digest import exit_status_of
-from ...context.tokens import estimate_tokens
+from ...tokens import estimate_tokens
 from .cfamily import read_cc, read_cmake, read_linker, read_make
 from .doc import RANK_AFTER, Doc, Finding, Reading, shorten, split_stored_lines
 from .go import read_go
