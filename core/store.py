@@ -2,12 +2,12 @@
 
 Rules (issue "wisp runs end to end", "Storage and audit log"; DESIGN.md):
 
-- WAL, a busy timeout of 5,000 ms, foreign keys on, and the schema version
-  in ``PRAGMA user_version`` with ordered migrations: :data:`MIGRATIONS` is a
-  list of SQL scripts where script ``i`` brings the schema to version
-  ``i + 1``. To add a migration, append a script; never edit an old one.
-  Each runs in one transaction with the version bump, so a failure leaves
-  the database at the version before it.
+- WAL, a busy timeout of 5,000 ms, foreign keys on. The store owns three
+  tables, conversations, turns and entries, and their named migrations
+  (:data:`MIGRATIONS`, steps of :mod:`wisp.core.migrations`); a feature
+  with tables of its own owns them and hands its steps to
+  :meth:`Store.open` (:func:`wisp.core.database.open_store` gathers them).
+  To change a table, add a step; never edit one that has shipped.
 - The file (and SQLite's ``-wal``/``-shm`` files, which take its mode) has
   mode 0600; missing parent directories are created 0700.
 - A conversation has turns; a turn has entries. An entry is one stored
@@ -42,8 +42,7 @@ from typing import Any, AsyncIterator, Iterable
 import aiosqlite
 
 from .audit import AuditRef
-from .context import schema as context_schema
-from .episodes import schema as episodes_schema
+from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
 
 __all__ = [
@@ -72,11 +71,11 @@ BUSY_TIMEOUT_MS = 5000
 #: The error text of a turn that :meth:`Store.recover_open_turns` stopped.
 RECOVERED_ERROR = "wisp exited before the turn ended"
 
-#: Ordered migrations: ``MIGRATIONS[i]`` brings the schema to version ``i + 1``.
-#: Append new scripts; never edit one that has shipped.
-MIGRATIONS: list[str] = [
-    # 1: conversations, turns, entries (issue "wisp runs end to end").
-    """
+#: The store's own steps: its tables, conversations, turns and entries
+#: (issue "wisp runs end to end"), and the tool list a conversation was started
+#: with by --tool, kept on resume (issue "Tools that act").
+MIGRATIONS: list[Migration] = [
+    sql_step("store", "m001_conversations_turns_entries", """
     CREATE TABLE conversations (
         id          INTEGER PRIMARY KEY,
         title       TEXT,
@@ -122,16 +121,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX entries_turn ON entries (turn_id, number);
     CREATE INDEX entries_kind ON entries (conversation_id, kind, number);
-    """,
-    # 2: facts, task, running summaries, calibration (issue "Layered context").
-    context_schema.MIGRATION,
-    # 3: exchanges and memories (issue "Episodic memory").
-    episodes_schema.MIGRATION,
-    # 4: the tool list a conversation was started with by --tool, kept on resume
-    # (issue "Tools that act": an explicit list is exactly that list).
-    """
-    ALTER TABLE conversations ADD COLUMN tools TEXT;
-    """,
+    """, legacy_version=1),
+    sql_step("store", "m002_conversation_tools", "ALTER TABLE conversations ADD COLUMN tools TEXT;",
+             legacy_version=4),
 ]
 
 
@@ -159,24 +151,6 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _split_sql(script: str) -> list[str]:
-    """Cut a script into complete statements (triggers stay whole)."""
-    out: list[str] = []
-    buf: list[str] = []
-    for ch in script:
-        buf.append(ch)
-        if ch == ";":
-            text = "".join(buf)
-            if sqlite3.complete_statement(text):
-                if text.strip(" \t\r\n;"):
-                    out.append(text.strip())
-                buf = []
-    rest = "".join(buf).strip()
-    if rest:
-        out.append(rest)
-    return out
 
 
 # --- records ------------------------------------------------------------------
@@ -347,14 +321,15 @@ class Store:
     # -- opening ------------------------------------------------------------
 
     @classmethod
-    async def open(cls, path: str | os.PathLike[str]) -> "Store":
+    async def open(cls, path: str | os.PathLike[str], steps: Iterable[Migration] = ()) -> "Store":
         """Open (creating if needed) the database at ``path`` and migrate it.
 
         Creates missing parents (0700) and the file (0600); turns on WAL,
         ``busy_timeout`` = :data:`BUSY_TIMEOUT_MS` and foreign keys; runs the
-        pending :data:`MIGRATIONS`. Raises :class:`StoreError` when the file's
-        schema version is newer than this wisp knows, or a migration fails
-        (the database stays at the version before it); ``sqlite3.Error`` or
+        store's :data:`MIGRATIONS`, then ``steps`` (the features' own, in
+        order), those the file has not had. Raises :class:`StoreError` when
+        the file is newer than this wisp knows, or a step fails (the
+        database stays as it was before that step); ``sqlite3.Error`` or
         ``OSError`` when the file cannot be opened.
         """
         p = Path(path).expanduser()
@@ -367,7 +342,10 @@ class Store:
             async with db.execute("PRAGMA journal_mode = WAL") as cur:
                 await cur.fetchone()
             await db.execute("PRAGMA synchronous = NORMAL")
-            await _migrate(db, p)
+            try:
+                await migrate(db, p, [*MIGRATIONS, *steps])
+            except MigrationError as exc:
+                raise StoreError(str(exc)) from None
         except BaseException:
             await db.close()
             raise
@@ -384,11 +362,9 @@ class Store:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def schema_version(self) -> int:
-        """The database's ``PRAGMA user_version``."""
-        async with self.db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
-        return int(row[0])
+    async def migrations(self) -> set[str]:
+        """The ``owner.name`` of every migration step the database has had."""
+        return await applied_steps(self.db)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -587,6 +563,50 @@ class Store:
         """How many turns a conversation has."""
         row = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
         return int(row[0])
+
+    async def stored_ranges(self, conversation_id: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """The entry numbers and turn numbers a conversation holds, each as
+        ``(lowest, highest)``, or ``None`` when it has none."""
+        e = await self._one("SELECT MIN(number), MAX(number) FROM entries WHERE conversation_id = ?",
+                            (conversation_id,))
+        t = await self._one("SELECT MIN(number), MAX(number) FROM turns WHERE conversation_id = ?",
+                            (conversation_id,))
+        return ((int(e[0]), int(e[1])) if e[0] is not None else None,
+                (int(t[0]), int(t[1])) if t[0] is not None else None)
+
+    async def entry_range_before(self, conversation_id: int, turn_number: int) -> tuple[int, int] | None:
+        """``(lowest, highest)`` entry number of the turns before turn
+        ``turn_number``, or ``None`` when there are none."""
+        row = await self._one(
+            "SELECT MIN(e.number), MAX(e.number) FROM entries e JOIN turns t ON t.id = e.turn_id"
+            " WHERE e.conversation_id = ? AND t.number < ?", (conversation_id, turn_number))
+        return (int(row[0]), int(row[1])) if row[0] is not None else None
+
+    async def find_output(self, conversation_id: int, output_id: str) -> int | None:
+        """The number of the first tool result whose ``meta.output_id`` or
+        audit event id (without ``ev-``) begins with ``output_id``, or ``None``."""
+        oid = (output_id or "").lower()
+        row = await self._one(
+            "SELECT number FROM entries WHERE conversation_id = ? AND kind = 'tool_result' AND"
+            " (audit_event_id LIKE ? OR json_extract(meta, '$.output_id') LIKE ?) ORDER BY number LIMIT 1",
+            (conversation_id, f"ev-{oid}%", f"{oid}%"))
+        return int(row[0]) if row else None
+
+    async def turn_endings(self, turn_ids: Iterable[int]) -> dict[int, tuple[str, str | None, str | None, str | None]]:
+        """Per turn id that exists: ``(state, ended_at, error, last entry's
+        created_at)``; a turn that is gone is left out."""
+        ids = sorted({int(t) for t in turn_ids})
+        out: dict[int, tuple[str, str | None, str | None, str | None]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._all(
+                f"SELECT t.id, t.state, t.ended_at, t.error,"
+                f" (SELECT MAX(e.created_at) FROM entries e WHERE e.turn_id = t.id)"
+                f" FROM turns t WHERE t.id IN ({marks})", chunk)
+            for r in rows:
+                out[int(r[0])] = (r[1], r[2], r[3], r[4])
+        return out
 
     async def set_conversation_tools(self, conversation_id: int, names: list[str] | None) -> None:
         """Keep the explicit tool list (``--tool``) the conversation was started with; None clears it."""
@@ -789,32 +809,3 @@ class Store:
                 e = _entry(r)
                 out[e.turn_id].append(e)  # type: ignore[index]
         return out
-
-
-async def _migrate(db: aiosqlite.Connection, path: Path) -> None:
-    """Bring the schema to ``len(MIGRATIONS)``, one transaction per step."""
-    migrations = MIGRATIONS  # read at call time, so tests can swap the list
-    async with db.execute("PRAGMA user_version") as cur:
-        version = int((await cur.fetchone())[0])
-    if version > len(migrations):
-        raise StoreError(
-            f"{path}: schema version {version} is newer than this wisp knows "
-            f"({len(migrations)}); upgrade wisp"
-        )
-    for target in range(version + 1, len(migrations) + 1):
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            async with db.execute("PRAGMA user_version") as cur:
-                now_at = int((await cur.fetchone())[0])
-            if now_at < target:  # another process may have migrated meanwhile
-                for stmt in _split_sql(migrations[target - 1]):
-                    await db.execute(stmt)
-                await db.execute(f"PRAGMA user_version = {int(target)}")
-            await db.execute("COMMIT")
-        except BaseException as e:
-            await db.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
-                raise StoreError(
-                    f"{path}: migration to schema version {target} failed: {e}"
-                ) from e
-            raise

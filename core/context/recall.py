@@ -128,15 +128,10 @@ async def recall_turn(store: Any, audit: Any, conversation: int, number: int) ->
 async def stored_range(store: Any, conversation: int) -> str:
     """What a conversation has stored, for a "nothing matches" line:
     ``entries 1–40 and turns 1–12 are stored`` (or ``nothing is stored yet``)."""
-    async with store.db.execute("SELECT MIN(number), MAX(number) FROM entries WHERE conversation_id = ?",
-                                (conversation,)) as cur:
-        e_lo, e_hi = await cur.fetchone()
-    async with store.db.execute("SELECT MIN(number), MAX(number) FROM turns WHERE conversation_id = ?",
-                                (conversation,)) as cur:
-        t_lo, t_hi = await cur.fetchone()
-    if e_lo is None:
+    entries, turns = await store.stored_ranges(conversation)
+    if entries is None:
         return "nothing is stored yet"
-    text = f"entries {e_lo}–{e_hi}"
-    if t_lo is not None:
-        text += f" and turns {t_lo}–{t_hi}"
+    text = f"entries {entries[0]}–{entries[1]}"
+    if turns is not None:
+        text += f" and turns {turns[0]}–{turns[1]}"
     return text + " are stored"

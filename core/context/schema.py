@@ -1,4 +1,4 @@
-"""SQL of the layered context's tables (issue "Layered context"): migration 2.
+"""SQL of the layered context's tables (issue "Layered context"): the ``context`` owner's migration steps.
 
 - ``facts``: one row per fact *version*. A fact is identified by its
   ``subject`` and ``name`` within a conversation; each version has a number
@@ -23,7 +23,10 @@
 The task is a fact of subject ``task`` (wisp-memory-tool.txt, "task").
 """
 
-MIGRATION = """
+from ..migrations import sql_step
+
+
+M001_SQL = """
 CREATE TABLE facts (
     id              INTEGER PRIMARY KEY,
     conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
@@ -72,3 +75,7 @@ CREATE TABLE token_calibration (
     updated_at      TEXT NOT NULL
 );
 """
+
+#: The steps of these tables, owned here and handed to the store by
+#: :func:`wisp.core.database.open_store` (issue "One core, built once").
+MIGRATIONS = [sql_step("context", "m001_facts_summaries_calibration", M001_SQL, legacy_version=2)]

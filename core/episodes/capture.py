@@ -37,10 +37,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ..store import RECOVERED_ERROR
+from .dates import parse_utc, utc_text
+
 __all__ = [
     "MAX_TEXT_BYTES", "OUTCOMES", "Exchange", "cap_text", "outcome_for", "project_name",
     "workspace_for", "memory_enabled", "local_sender", "save_exchange", "finalize_pending",
-    "Capture", "install_capture",
+    "Capture", "Origin",
 ]
 
 #: Cap of a stored request or reply, bytes of UTF-8 (the reference: 64 KiB).
@@ -155,9 +158,7 @@ def memory_enabled(config: Any) -> bool:
     path = getattr(config, "path", None)
     if path is not None and Path(path).exists():
         try:
-            from ..config import Config
-
-            return bool(Config.load(path, strict=False).get("memory.enabled"))
+            return bool(type(config).load(path, strict=False).get("memory.enabled"))
         except Exception:
             pass
     return bool(config.get("memory.enabled"))
@@ -213,21 +214,20 @@ async def finalize_pending(store: Any, now: datetime | None = None) -> int:
     hook having run (a crash, a restart, a killed process): ``stopped`` when
     the turn was recovered or is gone, else the turn's own end state once it
     ended more than :data:`PENDING_GRACE` ago. Returns how many changed."""
-    from ..store import RECOVERED_ERROR
 
     now = now or datetime.now(timezone.utc)
     cutoff = (now - PENDING_GRACE).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    async with store.db.execute(
-        "SELECT x.id, t.id, t.state, t.ended_at, t.error,"
-        " (SELECT MAX(e.created_at) FROM entries e WHERE e.turn_id = t.id)"
-        " FROM episode_exchanges x LEFT JOIN turns t ON t.id = x.turn_id"
-        " WHERE x.outcome IS NULL") as cur:
-        rows = list(await cur.fetchall())
+    async with store.db.execute("SELECT id, turn_id FROM episode_exchanges WHERE outcome IS NULL") as cur:
+        pending = list(await cur.fetchall())
+    endings = await store.turn_endings(t for _, t in pending if t is not None)
     updates: list[tuple[str, str | None, str, int]] = []
-    for xid, tid, state, ended_at, error, last_entry in rows:
-        if tid is None:
-            updates.append(("stopped", "the turn is gone", last_entry or _now(), xid))
-        elif state == "open":
+    for xid, tid in pending:
+        ending = endings.get(tid) if tid is not None else None
+        if ending is None:
+            updates.append(("stopped", "the turn is gone", _now(), xid))
+            continue
+        state, ended_at, error, last_entry = ending
+        if state == "open":
             continue
         elif error == RECOVERED_ERROR:
             updates.append(("stopped", error, last_entry or ended_at or _now(), xid))
@@ -242,49 +242,64 @@ async def finalize_pending(store: Any, now: datetime | None = None) -> int:
     return len(updates)
 
 
-class Capture:
-    """The capture hooks of one :class:`wisp.core.session.Session`.
+@dataclass(frozen=True)
+class Origin:
+    """Where a session's exchanges come from: ``transport`` (``tui``,
+    ``ask``, ``mcp``), ``channel`` (``None``: the conversation id),
+    ``thread`` (``""`` when the transport has none) and ``sender`` (``None``:
+    the local user)."""
 
-    :meth:`on_request` (an ``agent.before_request`` hook) writes the pending
-    exchange at a turn's first request; :meth:`on_turn` (an
-    ``agent.after_turn`` hook) completes it with the reply and outcome. Both
-    return no events, and a failure never reaches the turn (the agent turns
-    a hook's exception into a warning).
+    transport: str = "tui"
+    channel: str | None = None
+    thread: str | None = None
+    sender: str | None = None
+
+
+class Capture:
+    """The capture hooks of one session.
+
+    ``Capture(store, config, workdir, origin, model)``: the session's store
+    and config, its conversation's working directory, its :class:`Origin`,
+    and its model link (anything with ``endpoint``, ``model`` and
+    ``label``: :class:`wisp.core.model.link.ModelLink`), read at each
+    exchange. :meth:`before_request` writes the pending exchange at a
+    turn's first request; :meth:`after_turn` completes it with the reply and
+    outcome. Both return no events, and a failure never reaches the turn
+    (the agent turns a hook's exception into a warning).
     """
 
-    def __init__(self, session: Any) -> None:
-        self.session = session
+    def __init__(self, store: Any, config: Any, workdir: Path, origin: Origin, model: Any) -> None:
+        self.store = store
+        self.config = config
+        self.workdir = Path(workdir)
+        self.origin = origin
+        self.model = model
         self._pending: dict[int, int] = {}  # turn id -> exchange id
         self._seen: set[tuple[int, int]] = set()
 
     # -- origin ------------------------------------------------------------
 
     def _origin(self, conversation: int) -> dict[str, Any]:
-        s = self.session
-        opts = getattr(s, "options", None)
-        transport = str(getattr(opts, "transport", None) or "tui")
-        channel = getattr(opts, "channel", None)
-        thread = getattr(opts, "thread", None)
-        sender = getattr(opts, "sender", None)
-        endpoint = getattr(s, "endpoint", None)
-        model = getattr(s, "model_name", None) or (getattr(endpoint, "model", None) if endpoint else None)
-        label = getattr(s, "endpoint_label", None) if endpoint is not None else None
+        o = self.origin
+        endpoint = getattr(self.model, "endpoint", None)
+        model = getattr(self.model, "model", None) or (getattr(endpoint, "model", None) if endpoint else None)
+        label = getattr(self.model, "label", None) if endpoint is not None else None
         return {
-            "workspace": workspace_for(getattr(s, "workdir", Path.cwd()), getattr(s, "config", None)),
-            "transport": transport,
-            "channel": str(channel) if channel else str(conversation),
-            "thread": str(thread or ""),
-            "sender": str(sender) if sender else local_sender(),
+            "workspace": workspace_for(self.workdir, self.config),
+            "transport": o.transport or "tui",
+            "channel": str(o.channel) if o.channel else str(conversation),
+            "thread": str(o.thread or ""),
+            "sender": str(o.sender) if o.sender else local_sender(),
             "model": model or None,
             "endpoint": label or (getattr(endpoint, "base_url", None) if endpoint else None),
         }
 
     def _enabled(self) -> bool:
-        return memory_enabled(getattr(self.session, "config", None))
+        return memory_enabled(self.config)
 
     # -- hooks ---------------------------------------------------------------
 
-    async def on_request(self, conversation: int, turn_number: int) -> list[Any]:
+    async def before_request(self, conversation: int, turn_number: int) -> list[Any]:
         """Before each request: at a turn's first, save it as pending."""
         key = (conversation, turn_number)
         if key in self._seen:
@@ -292,7 +307,7 @@ class Capture:
         self._seen.add(key)
         if not self._enabled():
             return []
-        store = self.session.store
+        store = self.store
         turn = await store.get_turn(conversation, turn_number)
         if turn is None:
             return []
@@ -304,13 +319,13 @@ class Capture:
         self._pending[turn.id] = await save_exchange(store, ex)
         return []
 
-    async def on_turn(self, record: Any) -> list[Any]:
+    async def after_turn(self, record: Any) -> list[Any]:
         """When a turn ends: save the exchange with its reply and outcome."""
         self._seen.discard((record.conversation, record.turn))
         pending = self._pending.pop(record.turn_id, None)
         if pending is None and not self._enabled():
             return []
-        store = self.session.store
+        store = self.store
         turn = await store.turn_by_id(record.turn_id)
         requested_at = turn.started_at if turn is not None else record.started_at
         state = record.state
@@ -327,19 +342,7 @@ class Capture:
 
 def _store_time(text: str) -> str:
     """Any ISO time with an offset or ``Z`` → the store's form (µs, ``Z``)."""
-    from .dates import parse_utc, utc_text
-
     try:
         return utc_text(parse_utc(text))
     except (TypeError, ValueError):
         return _now()
-
-
-def install_capture(session: Any) -> Capture:
-    """Register capture's hooks on ``session.agent`` (called once by
-    :class:`wisp.core.session.Session`); returns the :class:`Capture`."""
-    cap = Capture(session)
-    session.agent.before_request.append(cap.on_request)
-    session.agent.after_turn.append(cap.on_turn)
-    session.capture = cap
-    return cap

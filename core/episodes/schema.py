@@ -1,4 +1,4 @@
-"""SQL of episodic memory's tables (issue "Episodic memory across conversations"): migration 3.
+"""SQL of episodic memory's tables (issue "Episodic memory across conversations"): the ``episodes`` owner's migration steps.
 
 Tables (all times are UTC ISO 8601 text with ``Z``, as the store writes them,
 so they sort as text):
@@ -33,7 +33,10 @@ Outcomes and states are checked in Python (:mod:`.capture`, :mod:`.refine`),
 not by SQL ``CHECK`` constraints, like the store's own tables.
 """
 
-MIGRATION = """
+from ..migrations import sql_step
+
+
+M001_SQL = """
 CREATE TABLE episode_counters (
     name   TEXT PRIMARY KEY,
     value  INTEGER NOT NULL
@@ -142,3 +145,7 @@ CREATE TRIGGER episode_memories_au AFTER UPDATE OF summary ON episode_memories B
     INSERT INTO episode_memories_fts (rowid, summary) VALUES (new.id, new.summary);
 END;
 """
+
+#: The steps of these tables, owned here and handed to the store by
+#: :func:`wisp.core.database.open_store` (issue "One core, built once").
+MIGRATIONS = [sql_step("episodes", "m001_exchanges_batches_memories", M001_SQL, legacy_version=3)]

@@ -23,6 +23,7 @@ Built on the standard library's :mod:`http.server` (no new dependency).
 
 from __future__ import annotations
 
+import asyncio
 import html
 import ipaddress
 import socket
@@ -32,7 +33,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from .dates import DateError, format_local, local, memory_timezone, zone_name
@@ -409,16 +410,15 @@ class MemoryViewer:
             self._thread.join(timeout=5)
 
 
-def serve(config: Any, host: str = "127.0.0.1", port: int = 8765) -> int:
-    """``wisp memory serve``: migrate the database, then serve until Ctrl+C.
-    Prints the viewer's address as its first line. Returns the exit code
-    (2 for a refused address or a port in use)."""
-    import asyncio
-
-    from ..store import Store
+def serve(config: Any, open_store: Callable[[Path], Awaitable[Any]], host: str = "127.0.0.1",
+          port: int = 8765) -> int:
+    """``wisp memory serve``: migrate the database (``open_store(path)``
+    opens it with every table: :func:`wisp.core.database.open_store`), then
+    serve until Ctrl+C. Prints the viewer's address as its first line.
+    Returns the exit code (2 for a refused address or a port in use)."""
 
     async def migrate() -> None:
-        async with await Store.open(config.db_path):
+        async with await open_store(config.db_path):
             pass
 
     try:

@@ -33,7 +33,7 @@ from typing import Any
 from ..context import recall as ctx_recall
 from ..context.facts import local_time
 from .paging import EOF_MARK, page_lines, split_stored_lines
-from .ports import ContextPort
+from ..context.notes import ModelNotes
 from .request import Target
 
 __all__ = ["Recalled", "END", "recall_entry", "recall_turn", "recall_task", "recall_fact", "recall_summary",
@@ -80,13 +80,10 @@ async def _earlier_entries(store: Any, conversation: int, current_turn: int | No
     """``entries 1–9 are from earlier turns`` (or that there are none yet)."""
     if current_turn is None:
         return await _range(store, conversation)
-    async with store.db.execute(
-        "SELECT MIN(e.number), MAX(e.number) FROM entries e JOIN turns t ON t.id = e.turn_id"
-        " WHERE e.conversation_id = ? AND t.number < ?", (conversation, current_turn)) as cur:
-        lo, hi = await cur.fetchone()
-    if lo is None:
+    span = await store.entry_range_before(conversation, current_turn)
+    if span is None:
         return "nothing from an earlier turn is stored yet: this is the first turn, and all of it is in view"
-    return f"earlier turns hold entries {lo}–{hi}"
+    return f"earlier turns hold entries {span[0]}–{span[1]}"
 
 
 async def load_entry(store: Any, audit: Any, conversation: int, number: int) -> Any:
@@ -113,13 +110,7 @@ async def _call_arguments(store: Any, conversation: int, entry: Any) -> Any:
 async def find_output(store: Any, conversation: int, output_id: str) -> int | None:
     """The number of the stored output ``output_id`` names: the entry whose
     ``meta.output_id`` or audit event id (without ``ev-``) begins with it."""
-    oid = (output_id or "").lower()
-    async with store.db.execute(
-        "SELECT number FROM entries WHERE conversation_id = ? AND kind = 'tool_result' AND"
-        " (audit_event_id LIKE ? OR json_extract(meta, '$.output_id') LIKE ?) ORDER BY number LIMIT 1",
-        (conversation, f"ev-{oid}%", f"{oid}%")) as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row else None
+    return await store.find_output(conversation, output_id)
 
 
 async def recall_entry(store: Any, audit: Any, conversation: int, target: Target, *, current_turn: int | None,
@@ -217,7 +208,7 @@ async def recall_turn(store: Any, audit: Any, conversation: int, target: Target,
     return r
 
 
-async def recall_task(port: ContextPort | None, conversation: int) -> Recalled:
+async def recall_task(port: ModelNotes | None, conversation: int) -> Recalled:
     """``task`` / ``recall task``: the task as it stands, who set it, when."""
     what = {"kind": "task"}
     task = await port.task(conversation) if port is not None else None
@@ -231,7 +222,7 @@ async def recall_task(port: ContextPort | None, conversation: int) -> Recalled:
     return Recalled(text, what, facts=[task.vid])
 
 
-async def recall_fact(port: ContextPort | None, conversation: int, name: str) -> Recalled:
+async def recall_fact(port: ModelNotes | None, conversation: int, name: str) -> Recalled:
     """``recall fact NAME``: the fact's versions, oldest first, in the reference's format."""
     what = {"kind": "fact", "name": name}
     if port is None:
@@ -240,7 +231,7 @@ async def recall_fact(port: ContextPort | None, conversation: int, name: str) ->
     return Recalled(text, what, facts=vids, found=not text.startswith("memory:"))
 
 
-async def recall_summary(port: ContextPort | None, conversation: int, version: int | None, *,
+async def recall_summary(port: ModelNotes | None, conversation: int, version: int | None, *,
                          budget_tokens: int) -> Recalled:
     """``recall summary`` (the latest) or ``recall summary vN``."""
     what = {"kind": "summary", "version": version}

@@ -16,6 +16,8 @@ import pytest
 
 from wisp.core import store as store_mod
 from wisp.core.audit import AuditLog, AuditRef
+from wisp.core.database import FEATURE_MIGRATIONS, open_store
+from wisp.core.migrations import LEGACY_VERSION, NAMED_VERSION, sql_step
 from wisp.core.store import (
     MIGRATIONS,
     RECOVERED_ERROR,
@@ -66,7 +68,7 @@ async def test_open_creates_private_file_with_wal_and_version(tmp_path):
             assert (await cur.fetchone())[0] == 5000
         async with s.db.execute("PRAGMA foreign_keys") as cur:
             assert (await cur.fetchone())[0] == 1
-        assert await s.schema_version() == len(MIGRATIONS) >= 1
+        assert await s.migrations() == {m.key for m in MIGRATIONS}
         c = await s.create_conversation("/w")
         await s.add_entry(c.id, None, "notice", "hi")
         wal = path.with_name("wisp.db-wal")
@@ -74,7 +76,7 @@ async def test_open_creates_private_file_with_wal_and_version(tmp_path):
     finally:
         await s.close()
     assert pragma(path, "journal_mode") == "wal"  # persistent
-    assert pragma(path, "user_version") == len(MIGRATIONS)
+    assert pragma(path, "user_version") == NAMED_VERSION
 
 
 async def test_async_context_manager(tmp_path):
@@ -95,56 +97,100 @@ END;
 """
 
 
-async def test_old_version_db_is_migrated(tmp_path, monkeypatch):
+PINS = sql_step("pins", "m001_pins", V2)
+
+
+async def test_a_feature_step_runs_once_and_whole(tmp_path):
     path = tmp_path / "w.db"
     async with await Store.open(path) as s:
         c = await s.create_conversation("/w", title="kept")
-    assert pragma(path, "user_version") == len(MIGRATIONS)
-
-    monkeypatch.setattr(store_mod, "MIGRATIONS", MIGRATIONS + [V2])
-    async with await Store.open(path) as s:
-        assert await s.schema_version() == len(MIGRATIONS) + 1
+    async with await Store.open(path, [PINS]) as s:
+        assert "pins.m001_pins" in await s.migrations()
         assert (await s.get_conversation(c.id)).title == "kept"
         async with s.transaction() as db:
             await db.execute("INSERT INTO test_pins (conversation_id, name) VALUES (?, 'n')", (c.id,))
         async with s.db.execute("SELECT pinned, title, updated_at FROM conversations") as cur:
             assert tuple(await cur.fetchone()) == (0, "y", "x")  # the trigger came whole
-    # opening again runs nothing more
-    async with await Store.open(path) as s:
-        assert await s.schema_version() == len(MIGRATIONS) + 1
+    # opening again runs nothing more (a second ALTER would fail)
+    async with await Store.open(path, [PINS]) as s:
+        assert "pins.m001_pins" in await s.migrations()
+
+
+async def test_every_owner_keeps_its_own_steps(tmp_path):
+    async with await open_store(tmp_path / "w.db") as s:
+        done = await s.migrations()
+    owners = {k.split(".")[0] for k in done}
+    assert owners == {"store", "context", "episodes"}
+    assert done == {m.key for m in (*MIGRATIONS, *FEATURE_MIGRATIONS)}
+    assert all(m.name.startswith("m0") for m in (*MIGRATIONS, *FEATURE_MIGRATIONS))
+
+
+def _legacy_database(path, version: int) -> None:
+    """A database as a wisp of the numbered scheme left it at ``version``."""
+    async def make() -> None:
+        import aiosqlite
+        steps = sorted((m for m in (*MIGRATIONS, *FEATURE_MIGRATIONS) if (m.legacy_version or 99) <= version),
+                       key=lambda m: m.legacy_version)
+        async with aiosqlite.connect(path, isolation_level=None) as db:
+            for step in steps:
+                await step.apply(db)
+            await db.execute(f"PRAGMA user_version = {version}")
+    return make()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, LEGACY_VERSION])
+async def test_a_numbered_database_is_taken_over_without_running_a_step_twice(tmp_path, version):
+    path = tmp_path / "w.db"
+    await _legacy_database(path, version)
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO conversations (workdir, created_at, updated_at) VALUES ('/old', 'a', 'b')")
+    con.commit()
+    con.close()
+    async with await open_store(path) as s:  # an ALTER or CREATE run twice would fail here
+        assert (await s.get_conversation(1)).workdir == "/old"
+        assert await s.migrations() == {m.key for m in (*MIGRATIONS, *FEATURE_MIGRATIONS)}
+        await s.set_conversation_tools(1, ["read_file"])
+    assert pragma(path, "user_version") == NAMED_VERSION
 
 
 async def test_version_zero_file_is_migrated(tmp_path):
     path = tmp_path / "w.db"
     sqlite3.connect(path).close()  # an empty database, user_version 0
     assert pragma(path, "user_version") == 0
-    async with await Store.open(path) as s:
-        assert await s.schema_version() == len(MIGRATIONS)
+    async with await open_store(path) as s:
+        assert await s.migrations() == {m.key for m in (*MIGRATIONS, *FEATURE_MIGRATIONS)}
         assert (await s.create_conversation("/w")).id == 1
 
 
-async def test_failed_migration_leaves_previous_version(tmp_path, monkeypatch):
+async def test_failed_migration_leaves_the_database_as_it_was(tmp_path):
     path = tmp_path / "w.db"
     async with await Store.open(path):
         pass
-    bad = "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);"
-    monkeypatch.setattr(store_mod, "MIGRATIONS", MIGRATIONS + [bad])
-    with pytest.raises(StoreError, match=f"migration to schema version {len(MIGRATIONS) + 1} failed"):
-        await Store.open(path)
-    assert pragma(path, "user_version") == len(MIGRATIONS)
+    bad = sql_step("pins", "m001_bad", "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);")
+    with pytest.raises(StoreError, match="migration pins.m001_bad failed"):
+        await Store.open(path, [bad])
     con = sqlite3.connect(path)
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    steps = {r[0] for r in con.execute("SELECT owner || '.' || name FROM _migrations")}
     con.close()
-    assert "half_done" not in names
+    assert "half_done" not in names and "pins.m001_bad" not in steps
 
 
 async def test_newer_db_is_refused(tmp_path):
     path = tmp_path / "w.db"
     con = sqlite3.connect(path)
-    con.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
+    con.execute(f"PRAGMA user_version = {LEGACY_VERSION + 5}")
     con.close()
     with pytest.raises(StoreError, match="newer than this wisp"):
         await Store.open(path)
+
+
+async def test_a_step_this_wisp_does_not_know_is_refused(tmp_path):
+    path = tmp_path / "w.db"
+    async with await Store.open(path, [PINS]):
+        pass
+    with pytest.raises(StoreError, match="pins.m001_pins, which this wisp does not know"):
+        await Store.open(path, [sql_step("pins", "m000_other", "SELECT 1;")])
 
 
 # --- conversations -----------------------------------------------------------------------
