@@ -30,7 +30,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import base as mb
+from ..sidecall import SideCall, SideCallError
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
@@ -131,19 +131,19 @@ def turn_items(entries: list[Any]) -> set[Item]:
 class Summariser:
     """Writes running summary versions with side calls of the conversation's model.
 
-    ``Summariser(store, summaries, endpoint_getter, audit)``:
-    ``endpoint_getter()`` returns the current
-    :class:`~wisp.core.model.base.Endpoint` (or ``None``);
-    ``summaries`` a :class:`SummaryBook`. ``failed_turns`` remembers, per
+    ``Summariser(store, summaries, side_call, audit)``: ``side_call`` is
+    the :class:`~wisp.core.sidecall.SideCall` the session hands in (or
+    ``None``: no summary is written); ``summaries`` a :class:`SummaryBook`. ``failed_turns`` remembers, per
     conversation, the turns whose items a summary could not keep (and the
     turn it failed in), so they are tried again only after
     :data:`RETRY_FAILED_TURNS` more turns, not before every request.
     """
 
-    def __init__(self, store: Any, summaries: SummaryBook, endpoint_getter: Any, audit: Any = None) -> None:
+    def __init__(self, store: Any, summaries: SummaryBook, side_call: SideCall | None,
+                 audit: Any = None) -> None:
         self.store = store
         self.summaries = summaries
-        self.endpoint_getter = endpoint_getter
+        self.side_call = side_call
         self.audit = audit
         self.failed_turns: dict[int, dict[int, int | None]] = {}
         self._next_try: dict[int, int] = {}
@@ -178,21 +178,30 @@ class Summariser:
     # -- the side call -----------------------------------------------------------
 
     async def ensure(self, ctx: ComposedContext, *, flags: ToolFlags, facts_text: str, model: str | None,
-                     context_window: int | None, turn: int | None) -> SummaryOutcome:
+                     context_window: int | None, turn: int | None,
+                     loaded: dict[int, list[Any]] | None = None) -> SummaryOutcome:
         """Summarise what :meth:`plan` picks for ``ctx``; returns what was done.
-        Never raises for an endpoint's failure (it is reported in the outcome)."""
+        ``loaded`` maps turn numbers to their entries when the caller has
+        them already (they are read from the store otherwise). Never raises
+        for the side call's failure (it is reported in the outcome)."""
         outcome = SummaryOutcome()
         chosen = self.plan(ctx)
         if not chosen:
             return outcome
         if turn is not None and turn < self._next_try.get(ctx.conversation, 0):
             return outcome  # a side call failed lately; not before every request
-        endpoint = self.endpoint_getter()
-        if endpoint is None:
+        if self.side_call is None:
             return outcome
-        turns = {t.number: t for t in await self.store.turns(ctx.conversation) if t.number in set(chosen)}
-        by_turn = await self.store.turn_entries([turns[n].id for n in chosen if n in turns])
-        loaded = [(n, by_turn.get(turns[n].id, [])) for n in chosen if n in turns]
+        try:
+            await self.side_call.info()
+        except SideCallError:  # nothing connected: the turns simply stay whole
+            return outcome
+        if loaded is not None and all(n in loaded for n in chosen):
+            batch_turns = [(n, loaded[n]) for n in chosen]
+        else:
+            turns = {t.number: t for t in await self.store.turns(ctx.conversation) if t.number in set(chosen)}
+            by_turn = await self.store.turn_entries([turns[n].id for n in chosen if n in turns])
+            batch_turns = [(n, by_turn.get(turns[n].id, [])) for n in chosen if n in turns]
         previous = ctx.summary
         window = context_window or ctx.window
         ratio = ctx.ratio if ctx.ratio > 0 else 1.0
@@ -200,20 +209,20 @@ class Summariser:
         room = max(256, window - _cap_tokens(ctx.budget) - SIDE_CALL_MARGIN)
         cut = _cutter(max(400, min(TRANSCRIPT_CUT_CHARS, int(room / ratio))))  # a quarter of the room, in chars
         self._cut = cut
-        while loaded and outcome.calls < MAX_CALLS:
+        while batch_turns and outcome.calls < MAX_CALLS:
             prev_text = previous.text if previous else ""
             base = round((estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + 60) * ratio)
             batch: list[tuple[int, list[Any]]] = []
             used = base
-            for number, entries in loaded:
+            for number, entries in batch_turns:
                 cost = round(estimate_tokens(transcript([(number, entries)], flags, cut=cut)) * ratio)
                 if batch and used + cost > room:
                     break
                 batch.append((number, entries))
                 used += cost
-            loaded = loaded[len(batch):]
+            batch_turns = batch_turns[len(batch):]
             version = await self._summarise_batch(ctx, batch, previous, flags=flags, facts_text=facts_text,
-                                                  model=model, endpoint=endpoint, turn=turn, outcome=outcome)
+                                                  model=model, turn=turn, outcome=outcome)
             if outcome.failed:
                 if turn is not None:
                     self._next_try[ctx.conversation] = turn + (RETRY_TURNS_TOO_LONG if outcome.too_long else 1)
@@ -225,7 +234,7 @@ class Summariser:
 
     async def _summarise_batch(self, ctx: ComposedContext, batch: list[tuple[int, list[Any]]],
                                previous: SummaryVersion | None, *, flags: ToolFlags, facts_text: str,
-                               model: str | None, endpoint: Any, turn: int | None,
+                               model: str | None, turn: int | None,
                                outcome: SummaryOutcome) -> SummaryVersion | None:
         words = _words_for(ctx.budget)
         new_refs: list[OutputRef] = []
@@ -259,10 +268,10 @@ class Summariser:
             attempts = attempt
             outcome.calls += 1
             try:
-                text = await self._side_call(endpoint, prompt, ctx.window, cap)
+                text = await self._side_call(prompt, cap)
             except asyncio.CancelledError:
                 raise
-            except mb.EndpointError as exc:
+            except SideCallError as exc:
                 outcome.failed = str(exc) or exc.kind
                 self._audit_failed(ctx.conversation, turn, "side call failed: " + outcome.failed,
                                    [n for n, _ in batch], [])
@@ -328,14 +337,10 @@ class Summariser:
         parts.append(f"Write the new running summary, at most {words} words.")
         return "\n\n".join(parts)
 
-    async def _side_call(self, endpoint: Any, prompt: str, window: int, max_tokens: int) -> str:
+    async def _side_call(self, prompt: str, max_tokens: int) -> str:
+        assert self.side_call is not None
         messages = [{"role": "system", "content": SUMMARY_RULES}, {"role": "user", "content": prompt}]
-        options = mb.ChatOptions(context_window=window, think="off", max_tokens=max_tokens)
-        pieces: list[str] = []
-        async for item in endpoint.stream_chat(messages, None, options):
-            if isinstance(item, mb.TextDelta):
-                pieces.append(item.text)
-        return "".join(pieces).strip()
+        return (await self.side_call.complete(messages, max_tokens=max_tokens)).strip()
 
     def _audit_failed(self, conversation: int, turn: int | None, reason: str, turns: list[int],
                       missing: list[str]) -> None:

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from .dates import DateError, format_local, memory_timezone, zone_name
 from .ids import MemoryIdError, format_memory_id, parse_memory_id
@@ -81,9 +81,15 @@ def add_memory_parser(sub: Any) -> argparse.ArgumentParser:
     return mem
 
 
-def run_memory(args: argparse.Namespace) -> int:
-    """Run ``wisp memory …``; returns the exit code. Config and store problems
-    propagate to :func:`wisp.core.cli.main`; the rest is handled here."""
+def run_memory(args: argparse.Namespace, side_call_for: Callable[[Any], Any],
+               open_store: Callable[[Any], Awaitable[Any]]) -> int:
+    """Run ``wisp memory …``; returns the exit code. ``side_call_for(config)``
+    makes the :class:`~wisp.core.sidecall.SideCall` that ``wisp memory
+    refine`` asks the model through (it connects on first use; its
+    ``aclose()`` is awaited at the end); ``open_store(path)`` opens the
+    database with every table (:func:`wisp.core.database.open_store`).
+    Config and store problems propagate to :func:`wisp.core.cli.main`; the
+    rest is handled here."""
     from ..config import Config
 
     cmd = getattr(args, "memory_command", None) or "list"
@@ -96,18 +102,17 @@ def run_memory(args: argparse.Namespace) -> int:
         if cmd == "serve":
             from .viewer import serve
 
-            return serve(config, host=args.host, port=args.port)
-        return asyncio.run(_run(cmd, args, config))
+            return serve(config, open_store, host=args.host, port=args.port)
+        return asyncio.run(_run(cmd, args, config, side_call_for, open_store))
     except (DateError, QueryError, MemoryIdError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
-async def _run(cmd: str, args: argparse.Namespace, config: Any) -> int:
-    from ..store import Store
-
+async def _run(cmd: str, args: argparse.Namespace, config: Any, side_call_for: Callable[[Any], Any],
+               open_store: Callable[[Any], Awaitable[Any]]) -> int:
     tz = memory_timezone(config)
-    async with await Store.open(config.db_path) as store:
+    async with await open_store(config.db_path) as store:
         if cmd in ("list", "search"):
             return await _list(store, args, tz, text=args.text if cmd == "search" else None)
         if cmd == "show":
@@ -117,7 +122,7 @@ async def _run(cmd: str, args: argparse.Namespace, config: Any) -> int:
         if cmd == "status":
             return await _status(store, args, config, tz)
         if cmd == "refine":
-            return await _refine(store, args, config)
+            return await _refine(store, args, config, side_call_for)
     raise QueryError(f"unknown memory command {cmd!r}")
 
 
@@ -262,10 +267,16 @@ async def _status(store: Any, args: argparse.Namespace, config: Any, tz: Any) ->
     return EXIT_OK
 
 
-async def _refine(store: Any, args: argparse.Namespace, config: Any) -> int:
-    from .refine import refine_with_config
+async def _refine(store: Any, args: argparse.Namespace, config: Any, side_call_for: Callable[[Any], Any]) -> int:
+    from .refine import refine_with
 
-    report = await refine_with_config(store, config, trigger="cli")
+    side_call = side_call_for(config)
+    try:
+        report = await refine_with(store, config, side_call, trigger="cli")
+    finally:
+        close = getattr(side_call, "aclose", None)
+        if close is not None:
+            await close()
     if args.json:
         _out(report.to_dict())
     elif report.outcome == "disabled":

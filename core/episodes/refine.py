@@ -41,9 +41,9 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from ..model import base as mb
+from ..sidecall import Message, SideCall, SideCallError, SideCallInfo
 from .capture import finalize_pending, memory_enabled
 from .dates import format_local, memory_timezone
 from .ids import format_memory_id, next_memory_number
@@ -198,7 +198,7 @@ def plan_batch(candidates: list[Candidate], tz: Any, *, max_exchanges: int = MAX
     return chosen
 
 
-def build_messages(batch: list[Candidate], tz: Any, excerpt_bytes: int = EXCERPT_BYTES) -> list[mb.Message]:
+def build_messages(batch: list[Candidate], tz: Any, excerpt_bytes: int = EXCERPT_BYTES) -> list[Message]:
     """The side call's messages: the instructions, then the batch."""
     first = batch[0]
     origin = (f"workspace {first.workspace} · transport {first.transport} · channel {first.channel}"
@@ -498,31 +498,30 @@ class RefineReport:
                 "errors": list(self.errors), "model": self.model}
 
 
-#: ``await provider()`` → ``(endpoint, context_window or None)``; may raise
-#: :class:`~wisp.core.model.base.EndpointError`.
-EndpointProvider = Callable[[], Awaitable[tuple[Any, int | None]]]
-#: Endpoint errors after which a run stops trying (nothing answers).
+#: Side-call errors after which a run stops trying (nothing answers).
 _FATAL_KINDS = {"unreachable", "no_endpoint", "model_not_found"}
 
 
 class Refiner:
     """One refinement run over ``store`` (a :class:`wisp.core.store.Store`).
 
-    ``endpoint_provider`` is called once, lazily, when the first batch has
-    been claimed (so a run with nothing new resolves no endpoint and makes
-    no model call). ``trigger`` names who ran it (``cli``, ``tui``).
+    ``side_call`` is the :class:`~wisp.core.sidecall.SideCall` handed in
+    (the session's, or one that connects from config on first use); its
+    :meth:`~wisp.core.sidecall.SideCall.info` is asked once, lazily, when
+    something awaits refinement (so a run with nothing new connects to no
+    endpoint and makes no model call). ``trigger`` names who ran it
+    (``cli``, ``tui``).
     """
 
-    def __init__(self, store: Any, config: Any, endpoint_provider: EndpointProvider, *,
+    def __init__(self, store: Any, config: Any, side_call: SideCall, *,
                  trigger: str = "cli", max_batches: int = MAX_BATCHES_PER_RUN) -> None:
         self.store = store
         self.config = config
-        self.endpoint_provider = endpoint_provider
+        self.side_call = side_call
         self.trigger = trigger
         self.max_batches = max_batches
         self.owner = _owner_token()
-        self._endpoint: Any = None
-        self._window: int | None = None
+        self._info: SideCallInfo | None = None
 
     async def run(self) -> RefineReport:
         """Refine until nothing awaits (or :data:`MAX_BATCHES_PER_RUN`
@@ -542,17 +541,17 @@ class Refiner:
         fatal: str | None = None
         try:
             while report.batches + report.failed_batches < self.max_batches:
-                if self._endpoint is None:
+                if self._info is None:
                     if not await _anything_awaiting(self.store):
                         break
                     try:
-                        self._endpoint, self._window = await self.endpoint_provider()
-                        report.model = getattr(self._endpoint, "model", None)
-                    except mb.EndpointError as exc:
+                        self._info = await self.side_call.info()
+                        report.model = self._info.model
+                    except SideCallError as exc:
                         fatal = f"no model endpoint for refinement: {' '.join(str(exc).split())[:300]}"
                         report.errors.append(fatal)
                         break
-                max_bytes, each = batch_limits(self._window)
+                max_bytes, each = batch_limits(self._info.context_window)
                 batch = await claim_batch(self.store, self.owner, report.job_id, tz, skip=skip,
                                           max_bytes=max_bytes, excerpt_bytes=each)
                 if batch is None:
@@ -569,7 +568,7 @@ class Refiner:
                     k = len(batch.candidates)
                     report.errors.append(f"{k} exchange{'s' if k != 1 else ''} of workspace {batch.key[0]}: {why}")
                     skip.add(batch.key)
-                    if isinstance(exc, mb.EndpointError) and exc.kind in _FATAL_KINDS:
+                    if isinstance(exc, SideCallError) and exc.kind in _FATAL_KINDS:
                         fatal = why
                         break
                     continue
@@ -588,16 +587,12 @@ class Refiner:
 
     async def _refine(self, batch: Batch, tz: Any, each: int, report: RefineReport) -> list[int]:
         messages = build_messages(batch.candidates, tz, each)
-        options = mb.ChatOptions(context_window=self._window, think="off",
-                                 max_tokens=min(REPLY_MAX_TOKENS, max(256, (self._window or 8192) // 4)),
-                                 temperature=0.2)
-        pieces: list[str] = []
+        window = self._info.context_window if self._info else None
         report.model_calls += 1
-        async for item in self._endpoint.stream_chat(messages, None, options):
-            if isinstance(item, mb.TextDelta):
-                pieces.append(item.text)
-        parsed = parse_reply("".join(pieces), len(batch.candidates))
-        return await record_batch(self.store, batch, self.owner, parsed, getattr(self._endpoint, "model", None))
+        text = await self.side_call.complete(messages, max_tokens=min(REPLY_MAX_TOKENS, max(256, (window or 8192) // 4)),
+                                             temperature=0.2)
+        parsed = parse_reply(text, len(batch.candidates))
+        return await record_batch(self.store, batch, self.owner, parsed, self._info.model if self._info else None)
 
     async def _start_job(self) -> int:
         async with self.store.transaction() as db:
@@ -624,7 +619,7 @@ async def _anything_awaiting(store: Any) -> bool:
 
 
 def _why(exc: BaseException) -> str:
-    if isinstance(exc, mb.EndpointError):
+    if isinstance(exc, SideCallError):
         return f"endpoint error ({exc.kind}): {' '.join(str(exc).split())[:300]}"
     if isinstance(exc, RefineFormatError):
         return str(exc)
@@ -634,52 +629,16 @@ def _why(exc: BaseException) -> str:
 # --- entry points ----------------------------------------------------------------------------
 
 
-async def refine_with_config(store: Any, config: Any, *, trigger: str = "cli") -> RefineReport:
-    """One run for ``wisp memory refine``: the endpoint is resolved from
-    config ``model.*`` (as a session does) only if a batch needs it, and
-    closed (an embedded server it started is stopped) at the end."""
-    from ..model.resolve import EndpointSettings, resolve_endpoint
-
-    resolved: list[Any] = []
-
-    async def provider() -> tuple[Any, int | None]:
-        c = config
-        settings = EndpointSettings(
-            provider=c.get("model.provider"), endpoint=c.get("model.endpoint"), name=c.get("model.name"),
-            api_key_env=c.get("model.api_key_env"), gguf=c.get("model.gguf"),
-            timeout_s=float(c.get("model.timeout_s")), load_wait_s=float(c.get("model.load_wait_s")))
-        r = await resolve_endpoint(settings)
-        resolved.append(r)
-        window = c.get("model.context_window") or r.context_window
-        if window is None:
-            try:
-                window = await r.endpoint.context_length()
-            except mb.EndpointError:
-                window = None
-        return r.endpoint, (int(window) if window else None)
-
+async def refine_with(store: Any, config: Any, side_call: SideCall, *, trigger: str) -> RefineReport | None:
+    """One refinement run through ``side_call`` (``wisp memory refine`` hands
+    in one that connects from config on first use; the TUI's timer hands in
+    its session's). With ``trigger`` ``tui`` it never raises (a problem is
+    reported in the job's row, and the exchanges wait for the next run) and
+    returns ``None`` on an unexpected failure."""
+    if trigger != "tui":
+        return await Refiner(store, config, side_call, trigger=trigger).run()
     try:
-        return await Refiner(store, config, provider, trigger=trigger).run()
-    finally:
-        for r in resolved:
-            try:
-                await r.aclose()
-            except Exception:
-                pass
-
-
-async def refine_in_session(session: Any) -> RefineReport | None:
-    """One run inside an open :class:`wisp.core.session.Session` (the TUI's
-    timer), through the session's endpoint and context window. Returns
-    ``None`` when the session has no endpoint; never raises (a problem is
-    reported in the job's row, and the exchanges wait for the next run)."""
-    async def provider() -> tuple[Any, int | None]:
-        if session.endpoint is None:
-            raise mb.NoEndpoint(session.endpoint_error or "the session has no model endpoint")
-        return session.endpoint, session.context_window
-
-    try:
-        return await Refiner(session.store, session.config, provider, trigger="tui").run()
+        return await Refiner(store, config, side_call, trigger=trigger).run()
     except asyncio.CancelledError:
         raise
     except Exception:

@@ -6,7 +6,7 @@ Rules (wisp-memory-tool.txt, "condense"; issue 4):
   (:func:`~.limits.chunk_budget`), at most :data:`~.limits.MAX_CHUNKS`; the
   result says when the output had more and which lines were not read.
 - Each chunk is asked the question in a fresh side session of the same
-  model: the endpoint's ``stream_chat`` with no tools and thinking off
+  model: a side call (:class:`~wisp.core.sidecall.SideCall`) with no tools and thinking off
   (whatever the conversation chose), told to answer ``nothing here`` when
   the chunk has nothing for it. Its thinking, if any arrives, is dropped.
 - The answers that say something are joined in order, each under the
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..tokens import estimate_tokens
-from ..model import base as mb
+from ..sidecall import SideCall, SideCallError
 from .limits import CHUNK_ANSWER_TOKENS, MAX_CHUNKS
 from .readers.doc import split_stored_lines
 
@@ -105,15 +105,10 @@ def _says_nothing(answer: str) -> bool:
     return not text or bool(_NOTHING_RE.match(text)) or text.lower().startswith(NOTHING)
 
 
-async def _ask(endpoint: Any, system: str, user: str, context_window: int | None, max_tokens: int) -> str:
+async def _ask(side_call: SideCall, system: str, user: str, max_tokens: int) -> str:
     """One side call: no tools, thinking off; the visible text of the reply."""
-    options = mb.ChatOptions(context_window=context_window, think="off", max_tokens=max_tokens, temperature=0.0)
-    parts: list[str] = []
-    async for item in endpoint.stream_chat([{"role": "system", "content": system},
-                                           {"role": "user", "content": user}], None, options):
-        if isinstance(item, mb.TextDelta):
-            parts.append(item.text)
-    return "".join(parts).strip()
+    return await side_call.complete([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                    max_tokens=max_tokens, temperature=0.0)
 
 
 def _why(exc: BaseException) -> str:
@@ -121,18 +116,23 @@ def _why(exc: BaseException) -> str:
     return text[:160]
 
 
-async def condense(endpoint: Any, text: str, question: str, *, label: str, context_window: int | None,
+async def condense(side_call: SideCall | None, text: str, question: str, *, label: str,
                    chunk_tokens: int, result_tokens: int, summarise_hint: str) -> CondenseResult:
     """Answer ``question`` from ``text`` (the stored output called ``label``,
-    e.g. ``entry 7 (run_command output)``) with ``endpoint``'s model (see the
+    e.g. ``entry 7 (run_command output)``) with the conversation's own model,
+    through ``side_call`` (a :class:`~wisp.core.sidecall.SideCall`; see the
     module doc). ``chunk_tokens``: budget of one chunk's output text;
     ``result_tokens``: budget of the result; ``summarise_hint``: the
     summarise request to name when there is no model. Never raises an
-    endpoint error."""
-    if endpoint is None:
-        return CondenseResult(f"memory: no model is attached here to condense with; {summarise_hint} reads the "
+    side-call error."""
+    no_model = CondenseResult(f"memory: no model is attached here to condense with; {summarise_hint} reads the "
                               "output with exact readers instead, at no model cost")
-    model = getattr(endpoint, "model", None) or "the model"
+    if side_call is None:
+        return no_model
+    try:
+        model = (await side_call.info()).model or "the model"
+    except SideCallError:
+        return no_model
     lines = split_stored_lines(text)
     if not lines:
         return CondenseResult(f"memory: {label} is empty; there is nothing to condense", model=model)
@@ -146,11 +146,11 @@ async def condense(endpoint: Any, text: str, question: str, *, label: str, conte
                 f"of {len(lines)} of {label}:\n{chunk.text}\n\nQuestion again: {question}\n"
                 f"Answer from this part only, or reply exactly: {NOTHING}")
         try:
-            answer = await _ask(endpoint, CHUNK_SYSTEM, user, context_window, CHUNK_ANSWER_TOKENS)
-        except mb.EndpointError as exc:
+            answer = await _ask(side_call, CHUNK_SYSTEM, user, CHUNK_ANSWER_TOKENS)
+        except SideCallError as exc:
             result.failed.append((chunk.index, chunk.first, chunk.last, _why(exc)))
             continue
-        except Exception as exc:  # a broken endpoint object must not end the turn
+        except Exception as exc:  # a broken side call must not end the turn
             result.failed.append((chunk.index, chunk.first, chunk.last, _why(exc)))
             continue
         if not _says_nothing(answer):
@@ -178,8 +178,8 @@ async def condense(endpoint: Any, text: str, question: str, *, label: str, conte
             if estimate_tokens(notes) > result_tokens * 3:
                 notes = notes[: result_tokens * 12]
             try:
-                combined = await _ask(endpoint, COMBINE_SYSTEM, f"Question: {question}\n\nNotes:\n{notes}",
-                                      context_window, min(1024, max(128, result_tokens // 2)))
+                combined = await _ask(side_call, COMBINE_SYSTEM, f"Question: {question}\n\nNotes:\n{notes}",
+                                      min(1024, max(128, result_tokens // 2)))
                 result.combined = True
                 body = [f"combined from {len(answers)} chunk answers: {combined}"]
             except Exception as exc:

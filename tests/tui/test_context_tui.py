@@ -15,7 +15,8 @@ from wisp.tui.app import WispApp
 from wisp.tui.context_panels import ContextSidebar
 from wisp.tui.context_views import InspectContextScreen, ShowScreen
 from tests.support.home import write_config
-from tests.support.context_fakes import SummarisingOllama
+from tests.support.context_fakes import CountingOllama
+from tests.support.sidecalls import SummarisingSideCall
 from tests.support.fakes import reply, text, tool_call
 from tests.support.pilot import screenshot, send, started, until
 
@@ -96,11 +97,11 @@ async def test_narrow_terminal_starts_with_the_panels_hidden(ollama_home, tmp_pa
 
 
 async def test_summary_panel_follows_the_running_summary(wisp_home: Path, tmp_path: Path) -> None:
-    with SummarisingOllama() as srv:
+    with CountingOllama() as srv:
         write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": srv.base_url,
                                  "model.name": "wisp-fake:latest", "model.timeout_s": 5,
                                  "model.context_window": 1500, "context.reserve": 300})
-        app = WispApp(SessionOptions(workdir=tmp_path, tools=[]))
+        app = WispApp(SessionOptions(workdir=tmp_path, tools=[], side_call=SummarisingSideCall()))
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot, app)
             bar = sidebar(app)

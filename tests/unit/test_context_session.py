@@ -16,7 +16,8 @@ from wisp.core.tools import ToolRegistry
 from wisp.core.tools.base import ToolResult
 from wisp.core.tools.read_file import ReadFile
 from tests.support.home import write_config
-from tests.support.context_fakes import SummarisingOllama, is_summary_request
+from tests.support.context_fakes import CountingOllama
+from tests.support.sidecalls import SummarisingSideCall
 from tests.support.fakes import reply, text, tool_call
 
 PYTEST_FAIL = ("collected 3 items\n\nFAILED tests/test_x.py::test_b - assert 1 == 2\n"
@@ -41,7 +42,7 @@ class Shell:
         return ToolResult(out, ok=status == 0, meta={"exit_status": status})
 
 
-def make_home(home: Path, srv: SummarisingOllama, **config: Any) -> None:
+def make_home(home: Path, srv: CountingOllama, **config: Any) -> None:
     values = {"model.provider": "ollama", "model.endpoint": srv.base_url, "model.name": "wisp-fake:latest",
               "model.timeout_s": 5, "model.load_wait_s": 1}
     values.update(config)
@@ -50,12 +51,19 @@ def make_home(home: Path, srv: SummarisingOllama, **config: Any) -> None:
 
 @pytest.fixture
 def srv():
-    with SummarisingOllama() as s:
+    with CountingOllama() as s:
         yield s
 
 
-async def open_session(workdir: Path, tools: list[str] | None = None) -> Session:
-    s = await Session.open(SessionOptions(workdir=workdir, tools=tools if tools is not None else ["read_file"]))
+@pytest.fixture
+def side() -> SummarisingSideCall:
+    return SummarisingSideCall()
+
+
+async def open_session(workdir: Path, tools: list[str] | None = None,
+                       side_call: SummarisingSideCall | None = None) -> Session:
+    s = await Session.open(SessionOptions(workdir=workdir, tools=tools if tools is not None else ["read_file"],
+                                          side_call=side_call or SummarisingSideCall()))
     assert await s.connect(), s.endpoint_error
     return s
 
@@ -83,14 +91,14 @@ async def test_workdir_and_branch_facts_before_each_request(wisp_home: Path, srv
         changed = [e for e in events if isinstance(e, ev.FactChanged)]
         assert [(e.subject, e.value, e.source) for e in changed] == [("workdir", str(work.resolve()), "tool"),
                                                                      ("branch", "main", "tool")]
-        assert "- branch = main [tool git, turn 1; c2]" in system_of(srv.main_bodies[0])
+        assert "- branch = main [tool git, turn 1; c2]" in system_of(srv.chat_bodies[0])
         events = await run(s, "again")
         assert not [e for e in events if isinstance(e, ev.FactChanged)]  # unchanged: no new version
         git_head(work, "feature/login")
         events = await run(s, "and now?")
         changed = [e for e in events if isinstance(e, ev.FactChanged)]
         assert [(e.fact, e.value) for e in changed] == [("c3", "feature/login")]
-        assert "- branch = feature/login [tool git, turn 3; c3] (before: main)" in system_of(srv.main_bodies[-1])
+        assert "- branch = feature/login [tool git, turn 3; c3] (before: main)" in system_of(srv.chat_bodies[-1])
         history = await s.context.facts.history(s.conversation_id, "branch")
         assert [f.value for f in history[0][1]] == ["main", "feature/login"]
     recorded = [e for e in s.audit.iter_events() if e["kind"] == "fact.recorded"]
@@ -109,7 +117,7 @@ async def test_tests_fact_from_a_command_output(wisp_home: Path, srv, tmp_path: 
         assert len(tests) == 1 and tests[0].name == "pytest"
         assert tests[0].value == "failed (exit status 1): 1 failed, 2 passed; failing: tests/test_x.py::test_b"
         # recorded before the next request of the same turn: the model sees it at once
-        assert "tests pytest = failed (exit status 1)" in system_of(srv.main_bodies[1])
+        assert "tests pytest = failed (exit status 1)" in system_of(srv.chat_bodies[1])
         fact = await s.context.facts.current_of(s.conversation_id, "tests", "pytest")
         assert fact.source == "tool" and fact.tool == "shell" and fact.entries == (3,) and fact.turn == 1
         srv.push(reply(tool_call("shell", {"command": "pytest -q"}), finish="tool_calls"), reply(text("Green.")))
@@ -167,9 +175,9 @@ async def test_calibration_is_kept_per_model(wisp_home: Path, srv, tmp_path: Pat
         assert after.samples == 2 and after.ratio != state.ratio
 
 
-async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, tmp_path: Path) -> None:
+async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, side, tmp_path: Path) -> None:
     make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
-    async with await open_session(tmp_path, tools=[]) as s:
+    async with await open_session(tmp_path, tools=[], side_call=side) as s:
         summaries: list[ev.SummaryChanged] = []
         for n in range(1, 13):
             srv.push(reply(text(f"answer {n}: " + "words of a long reply " * 30)))
@@ -180,7 +188,7 @@ async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, tmp_pa
         assert latest.version == len(await s.context.summaries.versions(s.conversation_id))
         covered = set(latest.covers)
         assert covered and max(covered) < 12
-        last = srv.main_bodies[-1]
+        last = srv.chat_bodies[-1]
         users = [m["content"] for m in last["messages"] if m["role"] == "user"]
         # covered turns left the window; the summary layer stands for them
         assert not any(u.startswith(f"question {n} ") for u in users for n in covered)
@@ -198,28 +206,28 @@ async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, tmp_pa
     assert events[0]["payload"]["new_turns"] and versions[-1].audit_event_id == events[-1]["id"]
 
 
-async def test_summary_side_call_is_think_off_and_toolless(wisp_home: Path, srv, tmp_path: Path) -> None:
+async def test_summary_goes_through_the_side_call_handed_in(wisp_home: Path, srv, side, tmp_path: Path) -> None:
     make_home(wisp_home, srv, **{"model.context_window": 1200, "context.reserve": 200})
-    async with await open_session(tmp_path) as s:  # read_file is given to the conversation
+    async with await open_session(tmp_path, side_call=side) as s:  # read_file is given to the conversation
         for n in range(8):
             await run(s, f"question {n} " + "padding " * 60)
-        assert srv.summary_bodies
-        body = srv.summary_bodies[0]
-        assert body["think"] is False and "tools" not in body
-        assert [m["role"] for m in body["messages"]] == ["system", "user"]
-        assert "New turns to add:\nTurn 1:\nperson (entry 1): question 0" in body["messages"][1]["content"]
-        assert all("tools" in b for b in srv.main_bodies)
+        assert side.calls
+        call = side.calls[0]
+        assert [m["role"] for m in call.messages] == ["system", "user"]
+        assert "New turns to add:\nTurn 1:\nperson (entry 1): question 0" in call.prompt
+        # the endpoint got only the conversation's requests, each with its tools
+        assert srv.chat_bodies and all("tools" in b for b in srv.chat_bodies)
 
 
-async def test_coverage_check_retries_once_naming_the_missing_items(wisp_home: Path, srv, tmp_path: Path) -> None:
+async def test_coverage_check_retries_once_naming_the_missing_items(wisp_home: Path, srv, side, tmp_path: Path) -> None:
     make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
-    async with await open_session(tmp_path, tools=[]) as s:
+    async with await open_session(tmp_path, tools=[], side_call=side) as s:
         srv.push(reply(text("The bug came with commit 3f9a2c1b; tests/test_api.py::test_retry fails with E1102.")))
         await run(s, "Why does the retry fail? " + "context " * 100)
         for n in range(10):
             await run(s, f"next {n} " + "padding " * 80)
-        assert len(srv.summary_bodies) >= 2
-        first, retry = srv.summary_bodies[0]["messages"][1]["content"], srv.summary_bodies[1]["messages"][1]["content"]
+        assert len(side.calls) >= 2
+        first, retry = side.calls[0].prompt, side.calls[1].prompt
         assert "left out" not in first
         assert "Your last summary left out: " in retry
         for item in ("3f9a2c1b", "tests/test_api.py::test_retry", "E1102"):
@@ -231,9 +239,9 @@ async def test_coverage_check_retries_once_naming_the_missing_items(wisp_home: P
 
 
 async def test_turns_stay_whole_when_the_summary_misses_items(wisp_home: Path, tmp_path: Path) -> None:
-    with SummarisingOllama(summary_mode="forgetful") as srv:
+    with CountingOllama() as srv:
         make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
-        async with await open_session(tmp_path, tools=[]) as s:
+        async with await open_session(tmp_path, tools=[], side_call=SummarisingSideCall("forgetful")) as s:
             srv.push(reply(text("See src/app/core.py and commit 3f9a2c1b.")))
             await run(s, "Where is it? " + "context " * 100)
             notices = []
@@ -241,7 +249,7 @@ async def test_turns_stay_whole_when_the_summary_misses_items(wisp_home: Path, t
                 notices += [e for e in await run(s, f"next {n} " + "padding " * 80) if isinstance(e, ev.Notice)]
             latest = await s.context.summaries.latest(s.conversation_id)
             assert latest is not None and 1 not in latest.covers and 1 in latest.kept_whole
-            users = [m["content"] for m in srv.main_bodies[-1]["messages"] if m["role"] == "user"]
+            users = [m["content"] for m in srv.chat_bodies[-1]["messages"] if m["role"] == "user"]
             assert users[0].startswith("Where is it?")  # turn 1 stays whole in the window
             assert any("turn 1 stays whole" in n.text and "3f9a2c1b" in n.text for n in notices), \
                 [n.text for n in notices]
@@ -250,16 +258,17 @@ async def test_turns_stay_whole_when_the_summary_misses_items(wisp_home: Path, t
 
 
 async def test_failed_side_call_keeps_turns_whole_and_the_previous_version(wisp_home: Path, tmp_path: Path) -> None:
-    with SummarisingOllama() as srv:
+    side = SummarisingSideCall()
+    with CountingOllama() as srv:
         make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
-        async with await open_session(tmp_path, tools=[]) as s:
+        async with await open_session(tmp_path, tools=[], side_call=side) as s:
             n = 0
             while await s.context.summaries.latest(s.conversation_id or 0) is None and n < 15:
                 await run(s, f"q {n} " + "padding " * 80)
                 n += 1
             before = await s.context.summaries.latest(s.conversation_id)
             assert before is not None
-            srv.summary_mode = "fail"
+            side.mode = "fail"
             notices = []
             for _ in range(6):
                 events = await run(s, f"q {n} " + "padding " * 80)
@@ -270,21 +279,22 @@ async def test_failed_side_call_keeps_turns_whole_and_the_previous_version(wisp_
             assert after.version == before.version and after.covers == before.covers
             assert any("could not be written" in x.text and "previous summary stays" in x.text for x in notices)
             # every turn the summary does not cover is still in the request, whole
-            users = [m["content"] for m in srv.main_bodies[-1]["messages"] if m["role"] == "user"]
+            users = [m["content"] for m in srv.chat_bodies[-1]["messages"] if m["role"] == "user"]
             uncovered = [t for t in range(1, n + 1) if t not in after.covers]
             assert len(users) == len(uncovered)
         assert [e for e in s.audit.iter_events() if e["kind"] == "summary.failed"]
 
 
 async def test_a_summary_too_long_to_help_is_refused(wisp_home: Path, tmp_path: Path) -> None:
-    with SummarisingOllama(summary_mode="verbose") as srv:
+    side = SummarisingSideCall("verbose")
+    with CountingOllama() as srv:
         make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
-        async with await open_session(tmp_path, tools=[]) as s:
+        async with await open_session(tmp_path, tools=[], side_call=side) as s:
             for n in range(10):
                 await run(s, f"q {n} " + "padding " * 80)
-            assert srv.summary_bodies
+            assert side.calls
             assert await s.context.summaries.latest(s.conversation_id) is None
-            assert "too long" in srv.summary_bodies[1]["messages"][1]["content"]
+            assert "too long" in side.calls[1].prompt
 
 
 async def test_model_notes_are_proposals_recorded_when_the_turn_ends(wisp_home: Path, srv, tmp_path: Path) -> None:
@@ -293,13 +303,14 @@ async def test_model_notes_are_proposals_recorded_when_the_turn_ends(wisp_home: 
         await run(s, "hello")
         c = s.conversation_id
         m = s.context
-        assert await m.note(c, "entity release codename = BLUE HERON", turn=2) == \
+        n = s.notes
+        assert (await n.note(c, 2, "entity", "release codename", "BLUE HERON")).line == \
             "noted: entity release codename = BLUE HERON (a proposal until the person keeps it)"
-        assert await m.note(c, "weather today = sunny", turn=2) == (
+        assert (await n.note(c, 2, "weather", "today", "sunny")).line == (
             "error: no subject weather to note; use one of task, decision, preference, entity, tests, workdir, "
             "branch, such as note entity release codename = BLUE HERON")
         assert await m.facts.current_of(c, "entity", "release codename") is None  # not until the turn ends
-        assert await m.propose_task(c, "add a flag; objective: it prints the plan", turn=2) == \
+        assert (await n.propose_task(c, 2, "add a flag; objective: it prints the plan")).line == \
             "noted the task: add a flag; objective: it prints the plan"
         events = [e async for e in _after_turn(s, 2)]
         kinds = {(e.subject, e.proposal) for e in events if isinstance(e, ev.FactChanged)}
@@ -309,11 +320,11 @@ async def test_model_notes_are_proposals_recorded_when_the_turn_ends(wisp_home: 
         from wisp.core.commands import run_command
 
         await run_command(s, "/task fix the CI build")
-        assert await m.propose_task(c, "something else", turn=3) == \
+        assert (await n.propose_task(c, 3, "something else")).line == \
             "error: the person set the task, and it stays: fix the CI build"
         for i in range(12):
-            assert (await m.note(c, f"entity n{i} = v", turn=3)).startswith("noted:")
-        assert (await m.note(c, "entity x = y", turn=3)).startswith("error: at most 12 notes a turn")
+            assert (await n.note(c, 3, "entity", f"n{i}", "v")).line.startswith("noted:")
+        assert (await n.note(c, 3, "entity", "x", "y")).line.startswith("error: at most 12 notes a turn")
         assert (await m.recall_fact(c, "weather")).startswith('memory: no fact "weather"; the conversation knows:')
 
 
@@ -329,13 +340,8 @@ async def test_project_instructions_get_their_layer(wisp_home: Path, srv, tmp_pa
     (tmp_path / "AGENTS.md").write_text("Always answer in French.\n")
     async with await open_session(tmp_path) as s:
         await run(s, "hello")
-        system = system_of(srv.main_bodies[0])
+        system = system_of(srv.chat_bodies[0])
         assert system.count("Always answer in French.") == 1
         assert system.index("Always answer in French.") < system.index("Facts (")
         ctx = await s.context.compose(s.conversation_id)
         assert ctx.layer("instructions").tokens > 0 and "AGENTS.md" in ctx.layer("instructions").text
-
-
-def test_summary_requests_are_told_apart() -> None:
-    assert is_summary_request({"messages": [{"role": "system", "content": "You keep the running summary of …"}]})
-    assert not is_summary_request({"messages": [{"role": "user", "content": "hi"}]})

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from wisp.core.database import open_store
 from wisp.core.config import Config
 from wisp.core.episodes.refine import (EXCERPT_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EXCHANGES, MAX_SUMMARY_CHARS,
                                        Candidate, RefineFormatError, Refiner, batch_limits, build_messages,
@@ -22,6 +23,7 @@ from wisp.core.episodes.refine import (EXCERPT_BYTES, MAX_BATCH_BYTES, MAX_BATCH
                                        read_status, record_batch)
 from wisp.core.episodes.query import MemoryFilter, find_memories, memory_sources
 from wisp.core.model.ollama import OllamaEndpoint
+from wisp.core.model.sidecall import EndpointSideCall
 from wisp.core.store import Store
 from tests.support.home import write_config
 from tests.support.episodes_util import add_exchange, memory_reply
@@ -153,19 +155,25 @@ def test_parse_never_fails_otherwise(reply_text: str, n: int) -> None:
 # --- runs against the fake endpoint -------------------------------------------------------
 
 
-def provider_for(srv: FakeOllama, window: int | None = None):
-    async def provider():
-        return OllamaEndpoint(srv.base_url, "wisp-fake:latest", timeout_s=5, load_wait_s=1), window
-    return provider
+def provider_for(srv: FakeOllama, window: int | None = None) -> EndpointSideCall:
+    """The side call over the fake server, as a session's would be."""
+    return EndpointSideCall(OllamaEndpoint(srv.base_url, "wisp-fake:latest", timeout_s=5, load_wait_s=1), window)
 
 
-async def never_called():
-    raise AssertionError("no endpoint should be resolved when nothing awaits")
+class _NeverCalled:
+    async def info(self):
+        raise AssertionError("no endpoint should be resolved when nothing awaits")
+
+    async def complete(self, *args, **kwargs):
+        raise AssertionError("no model call should be made when nothing awaits")
+
+
+never_called = _NeverCalled()
 
 
 @pytest.fixture
 async def store(tmp_path: Path):
-    s = await Store.open(tmp_path / "wisp.db")
+    s = await open_store(tmp_path / "wisp.db")
     yield s
     await s.close()
 
@@ -274,8 +282,7 @@ async def test_an_unreachable_endpoint_stops_the_run_and_keeps_everything(store:
     await add_exchange(store, "b", channel="2")
     with FakeOllama() as srv:
         url = srv.base_url
-    async def gone():
-        return OllamaEndpoint(url, "m", timeout_s=1, load_wait_s=0), None
+    gone = EndpointSideCall(OllamaEndpoint(url, "m", timeout_s=1, load_wait_s=0))
     report = await Refiner(store, config, gone).run()
     assert report.outcome == "failed" and report.model_calls == 1  # stopped after the first refusal
     assert len(await awaiting(store)) == 2
@@ -300,8 +307,8 @@ class GatedEndpoint:
 
 async def test_two_refiners_never_take_the_same_batch(tmp_path: Path, config: Config) -> None:
     db = tmp_path / "shared.db"
-    store_a = await Store.open(db)
-    store_b = await Store.open(db)  # a second connection, as a second process has
+    store_a = await open_store(db)
+    store_b = await open_store(db)  # a second connection, as a second process has
     try:
         for i in range(3):
             await add_exchange(store_a, f"website {i}", workspace="website", channel="1",
@@ -311,8 +318,8 @@ async def test_two_refiners_never_take_the_same_batch(tmp_path: Path, config: Co
                                requested_at=f"2025-03-04T11:0{i}:00.000000Z")
         gate, entered = asyncio.Event(), asyncio.Event()
         with FakeOllama([reply(memory_reply(("1-2", "Personal."))), reply(memory_reply(("1-3", "Website.")))]) as srv:
-            async def gated():
-                return GatedEndpoint(OllamaEndpoint(srv.base_url, "wisp-fake:latest", timeout_s=5), gate, entered), None
+            gated = EndpointSideCall(GatedEndpoint(OllamaEndpoint(srv.base_url, "wisp-fake:latest", timeout_s=5),
+                                                   gate, entered))
 
             run_a = asyncio.create_task(Refiner(store_a, config, gated, max_batches=1).run())
             await entered.wait()  # A holds the website batch and is inside its model call
@@ -358,7 +365,7 @@ def test_two_refine_processes_on_one_file(ollama_home, tmp_path: Path) -> None:
     db = home / "data" / "wisp.db"
 
     async def seed() -> None:
-        async with await Store.open(db) as s:
+        async with await open_store(db) as s:
             for g in range(8):
                 for i in range(2):
                     await add_exchange(s, f"group {g} request {i}", workspace=f"ws{g % 2}", channel=str(g),
@@ -376,7 +383,7 @@ def test_two_refine_processes_on_one_file(ollama_home, tmp_path: Path) -> None:
     assert sum(r["model_calls"] for r in reports) == len(srv.chat_bodies) == 8
 
     async def check() -> None:
-        async with await Store.open(db) as s:
+        async with await open_store(db) as s:
             async with s.db.execute("SELECT exchange_id, COUNT(*) FROM episode_memory_sources GROUP BY exchange_id") as cur:
                 counts = dict(await cur.fetchall())
             assert len(counts) == 16 and set(counts.values()) == {1}
