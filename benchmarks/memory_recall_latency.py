@@ -27,10 +27,10 @@ OUTPUT = "\n".join(f"{i}\tline {i} of the recalled output" for i in range(1, 400
 
 async def build(root: Path, size_mb: int):
     from wisp.core.audit import AuditLog
-    from wisp.core.store import Store
+    from wisp.core.database import open_store
 
     audit = AuditLog(root / "audit", max_bytes=2 * 1024 ** 3, keep=2)
-    store = await Store.open(root / "wisp.db")
+    store = await open_store(root / "wisp.db")
     conv = (await store.create_conversation(str(root))).id
     target = size_mb * 1024 * 1024
     entries: dict[str, int] = {}
@@ -55,17 +55,18 @@ async def build(root: Path, size_mb: int):
 
 
 async def measure(size_mb: int, keep: bool) -> None:
-    from wisp.core.agent import Agent
-    from wisp.core.memory.tool import attach_memory
-    from wisp.core.tools import ToolContext, build_registry
+    from wisp.core.context.notes import ModelNotes
+    from wisp.core.memory.verbs import MemoryBinding
+    from wisp.core.tools import ToolContext
+    from wisp.core.tools.registry import build_registry
 
     root = Path(tempfile.mkdtemp(prefix=f"wisp-recall-{size_mb}mb-"))
     try:
         t0 = time.perf_counter()
         store, audit, conv, entries, size = await build(root, size_mb)
         built = time.perf_counter() - t0
-        agent = Agent(store=store, audit=audit, endpoint=None, tools=build_registry(["memory"]), workdir=root)
-        tool = attach_memory(agent)
+        binding = MemoryBinding(store, audit, ModelNotes.over(store, audit))
+        tool = build_registry(["memory"], memory=binding).get("memory")
         turns = await store.count_turns(conv)
         ctx = ToolContext(workdir=root, config=None, conversation_id=conv, turn=turns + 1)
         parts = []

@@ -19,9 +19,8 @@ def main() -> int:
     except ImportError:
         print("llama-cpp-python is not installed: pip install 'wisp[local]'")
         return 2
-    from wisp.core.memory.tool import DESCRIPTION, REQUEST_GUIDE, MemoryTool
+    from wisp.core.memory.verbs import DESCRIPTION, PARAMETERS, REQUEST_GUIDE
     from wisp.core.model.embedded import default_gguf_path
-    from wisp.core.tools.base import tool_schema
 
     path = default_gguf_path()
     if path is None:
@@ -33,7 +32,8 @@ def main() -> int:
         return len(llm.tokenize(text.encode("utf-8"), add_bos=False))
 
     d, g = count(DESCRIPTION), count(REQUEST_GUIDE)
-    schema = json.dumps(tool_schema(MemoryTool()), ensure_ascii=False)
+    schema = json.dumps({"type": "function", "function": {"name": "memory", "description": DESCRIPTION,
+                                                           "parameters": PARAMETERS}}, ensure_ascii=False)
     print(f"tokenizer: {path.name}")
     print(f"description: {d} tokens")
     print(f"argument guide: {g} tokens")

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .paths import atomic_write_private, config_path, default_data_dir
+from .timezones import check_timezone
+from .tool_names import TOOL_NAMES
 
 __all__ = [
     "ConfigError",
@@ -156,10 +158,8 @@ def _check_endpoint(value: str) -> str | None:
 
 def _check_tool_name(value: str) -> str | None:
     """A tool wisp has (issue "Tools that act": a bad name would stop every run)."""
-    from .tools import AVAILABLE
-
-    if value not in AVAILABLE:
-        return f"tool names wisp has ({', '.join(AVAILABLE)}); {value!r} is not one"
+    if value not in TOOL_NAMES:
+        return f"tool names wisp has ({', '.join(TOOL_NAMES)}); {value!r} is not one"
     return None
 
 
@@ -172,8 +172,6 @@ def _check_env_name(value: str) -> str | None:
 
 def _check_timezone(value: str) -> str | None:
     """An IANA time zone this machine knows (issue "Episodic memory", "Settings")."""
-    from .episodes.dates import check_timezone
-
     return check_timezone(value)
 
 

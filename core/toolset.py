@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .agents_md import AgentsMd
-from .commands import CommandResult, command
+from .command_base import CommandResult
 from .tokens import estimate_tokens
-from .tools import AVAILABLE
+from .tool_names import TOOL_NAMES
 from .tools.base import tool_schema
 
 __all__ = ["ToolChoice", "choose_tools", "tool_costs"]
@@ -44,7 +44,7 @@ def choose_tools(cli: list[str] | None, agents: AgentsMd | None, config: Any) ->
     """The conversation's tools: ``cli`` if given (even empty), else the
     AGENTS.md ``tools:`` line if there is one, else config ``tools.enabled``.
     Repeated names count once. Raises :class:`ToolListError` for a name that
-    is not one of :data:`wisp.core.tools.AVAILABLE`, naming its source."""
+    is not one of :data:`wisp.core.tool_names.TOOL_NAMES`, naming its source."""
     if cli is not None:
         choice = ToolChoice(list(dict.fromkeys(cli)), "command line", "--tool")
     elif agents is not None and agents.tools is not None:
@@ -53,9 +53,9 @@ def choose_tools(cli: list[str] | None, agents: AgentsMd | None, config: Any) ->
     else:
         choice = ToolChoice(list(dict.fromkeys(config.get("tools.enabled") or [])), "config",
                             "tools.enabled")
-    unknown = [n for n in choice.names if n not in AVAILABLE]
+    unknown = [n for n in choice.names if n not in TOOL_NAMES]
     if unknown:
-        have = ", ".join(AVAILABLE)
+        have = ", ".join(TOOL_NAMES)
         if choice.source == "AGENTS.md":
             fix = "fix its tools: line, or give the tools with --tool NAME"
         elif choice.source == "config":
@@ -81,8 +81,7 @@ def tool_costs(registry: Any) -> list[dict[str, Any]]:
     return rows
 
 
-@command("tools", "/tools", "list this conversation's tools and their token cost")
-async def _tools(session: Any, words: list[str], rest: str) -> CommandResult:
+async def tools_command(session: Any, words: list[str], rest: str) -> CommandResult:
     rows = tool_costs(session.agent.tools)
     choice = getattr(session, "tool_choice", None)
     origin = ""
@@ -93,7 +92,7 @@ async def _tools(session: Any, words: list[str], rest: str) -> CommandResult:
     if not rows:
         text = (f"This conversation has no tools {origin}. Start wisp with --tool NAME, or name them in "
                 f"AGENTS.md (tools: [\"run_command\"]) or config tools.enabled. wisp has: "
-                f"{', '.join(AVAILABLE)}.")
+                f"{', '.join(TOOL_NAMES)}.")
         return CommandResult(text, title="tools", data={"tools": [], "total_tokens": 0,
                                                         "source": choice.source if choice else None})
     total = sum(r["tokens"] for r in rows)

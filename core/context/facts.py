@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
+from .. import events as ev
+
 __all__ = [
     "SUBJECTS",
     "SOURCES",
@@ -70,6 +72,26 @@ FACT_MAX_CHARS = 500
 TASK_MAX_CHARS = 300
 
 _EXAMPLE = "entity release codename = BLUE HERON"
+
+
+def outranks(current: "Fact | None", source: str) -> bool:
+    """The precedence rule, in its one place: True when ``current`` (the
+    fact as it stands, or ``None``) may not be replaced by a value from
+    ``source`` (``person``, ``tool`` or ``model``). The person's fact is
+    never replaced by a tool's, nor a tool's by the model's; a kept model
+    note ranks as the person's (issue "Layered context", "Facts";
+    wisp-memory-tool.txt, "note"). Raises ``KeyError`` for an unknown source."""
+    return current is not None and current.rank > RANK[source]
+
+
+def who_set(fact: "Fact") -> str:
+    """Who set ``fact``, as result lines name them: ``the person``, ``a
+    caller`` (an MCP caller's task), ``a tool (git)`` or ``the model``."""
+    if fact.rank >= RANK["person"]:
+        return "a caller" if fact.method == "caller" else "the person"
+    if fact.source == "tool":
+        return f"a tool ({fact.tool})" if fact.tool else "a tool"
+    return "the model"
 
 
 class FactError(ValueError):
@@ -407,7 +429,6 @@ class FactBook:
         if proposal is None:
             proposal = source == "model"
         entries_t = tuple(int(e) for e in entries)
-        new_rank = RANK[source]
         now = _utc_now()
         async with self.store.transaction() as db:
             async with db.execute(
@@ -416,7 +437,7 @@ class FactBook:
             ) as cur:
                 row = await cur.fetchone()
             current = _fact(row) if row else None
-            if current is not None and current.rank > new_rank:
+            if outranks(current, source):
                 return FactOutcome(None, refused_by=current)
             if (current is not None and current.value == value and current.source == source
                     and current.proposal == bool(proposal)):
@@ -500,6 +521,12 @@ class FactBook:
 
 
 # -- rendering -------------------------------------------------------------------
+
+
+def fact_event(fact: Fact, action: str = "recorded") -> ev.FactChanged:
+    """The :class:`~wisp.core.events.FactChanged` event for a fact version."""
+    return ev.FactChanged(conversation=fact.conversation_id, fact=fact.vid, subject=fact.subject, name=fact.name,
+                          value=fact.value, source=fact.source, action=action, proposal=fact.proposal)
 
 
 def fact_line(fact: Fact, *, with_id: bool = True) -> str:

@@ -18,24 +18,29 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .facts import TASK_MAX_CHARS, Fact, FactBook, FactError, FactOutcome
+from .facts import TASK_MAX_CHARS, Fact, FactBook, FactError, FactOutcome, _strip_quotes
 
 __all__ = ["parse_task", "task_visible", "describe_task", "TaskBook", "TaskResult"]
 
-_OBJECTIVE = re.compile(r"\s*(?:;|\.|,)\s*objective\s*:\s*", re.IGNORECASE)
-_LEADING_OBJECTIVE = re.compile(r"^\s*objective\s*:\s*", re.IGNORECASE)
+_OBJECTIVE = re.compile(r"\s*(?:;|\.|,|:|-|—)?\s*\bobjective\s*:\s*", re.IGNORECASE)
+_LEADING_OBJECTIVE = re.compile(r"^\s*objective\s*:", re.IGNORECASE)
 
 
 def parse_task(text: str) -> str:
-    """The task's stored value from what was typed: whitespace collapsed, the
-    objective normalised to ``TASK; objective: OBJECTIVE``, cut to 300
-    characters. Raises :class:`FactError` for an empty task."""
-    raw = " ".join((text or "").split()).strip().strip("\"'")
+    """The task's stored value from what was typed (``/task``, the memory
+    tool's ``task`` verb, an MCP caller's ``task``; the one parser of a
+    task): whitespace collapsed, quotes dropped, the objective (after
+    ``objective:``, ``; objective:``, ``. Objective:`` …) normalised to
+    ``TASK; objective: OBJECTIVE``, cut to :data:`TASK_MAX_CHARS` (300)
+    characters (wisp-memory-tool.txt, "task"). Raises :class:`FactError`
+    when there is no task before the objective."""
+    raw = _strip_quotes(" ".join((text or "").split()))
     if not raw or _LEADING_OBJECTIVE.match(raw):
         raise FactError("write /task THE TASK; objective: WHAT DONE LOOKS LIKE")
     m = _OBJECTIVE.search(raw)
     if m:
-        task, objective = raw[: m.start()].strip(), raw[m.end():].strip()
+        task = raw[: m.start()].strip().rstrip(";.,:-—").strip()
+        objective = _strip_quotes(raw[m.end():].strip())
         if not task:
             raise FactError("write /task THE TASK; objective: WHAT DONE LOOKS LIKE")
         value = f"{task}; objective: {objective}" if objective else task

@@ -36,7 +36,9 @@ import re
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
+
+from ..timezones import TimezoneError, check_timezone, zone
 
 __all__ = [
     "DateError", "UTC", "check_timezone", "memory_timezone", "local_timezone", "zone_name",
@@ -61,26 +63,11 @@ class DateError(ValueError):
 # --- time zones ----------------------------------------------------------------
 
 
-def check_timezone(name: str) -> str | None:
-    """``None`` when ``name`` is an IANA time zone this machine knows, else the
-    error text (for config ``memory.timezone``)."""
-    try:
-        _zone(name)
-    except DateError:
-        return "an IANA time zone name this machine knows (such as Europe/London or America/New_York)"
-    return None
-
-
 def _zone(name: str) -> ZoneInfo:
-    text = str(name or "").strip()
-    if not text or text.startswith(("/", ".")) or ".." in text:
-        raise DateError(f"an IANA time zone name such as Europe/London or America/New_York, not {name!r}")
     try:
-        return ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise DateError(
-            f"an IANA time zone name such as Europe/London or America/New_York; "
-            f"{text!r} is not one this machine knows") from None
+        return zone(name)
+    except TimezoneError as exc:
+        raise DateError(str(exc)) from None
 
 
 def local_timezone() -> tzinfo:

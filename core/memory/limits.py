@@ -1,7 +1,9 @@
 """The memory tool's numbers, in one place.
 
-Sources: the reference document (wisp-memory-tool.txt: 12 notes a turn, the
-task cut to 300 characters, at most 48 chunks for condense) and issue 4
+Sources: the reference document (wisp-memory-tool.txt: at most 48 chunks
+for condense; the 12 notes a turn are counted in
+:mod:`wisp.core.context.notes`, the task's 300 characters in
+:mod:`wisp.core.context.facts`) and issue 4
 ("Pages fit a budget in tokens"). The page budget is wisp's own choice: a
 quarter of the context window, within [:data:`PAGE_TOKENS_MIN`,
 :data:`PAGE_TOKENS_MAX`], so a recalled page never crowds out the rest of a
@@ -10,16 +12,10 @@ small model's window.
 
 from __future__ import annotations
 
-#: At most this many notes (tasks included) are kept in one turn (reference, "note").
-MAX_NOTES_PER_TURN = 12
-#: The task's value is cut to this many characters (reference, "task").
-TASK_MAX_CHARS = 300
-#: A note's value is cut to this many characters (so one note cannot fill the window).
-NOTE_MAX_CHARS = 500
+from ..tokens import DEFAULT_CONTEXT_WINDOW
+
 #: condense reads at most this many chunks (reference, "condense").
 MAX_CHUNKS = 48
-#: The context window assumed when the endpoint and config say nothing (tokens).
-DEFAULT_CONTEXT_WINDOW = 4096
 #: Bounds of a recall page / summary / condense result (tokens).
 PAGE_TOKENS_MIN = 300
 PAGE_TOKENS_MAX = 2000

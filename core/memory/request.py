@@ -31,7 +31,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .limits import TASK_MAX_CHARS
+from ..context.facts import FactError
+from ..context.task import parse_task
 
 __all__ = [
     "SUBJECTS",
@@ -89,8 +90,6 @@ _FROM_LINE = re.compile(r"^(?:,\s*)?(?:from\s+)?(?:line|lines|l)\s*#?(\d{1,12})(
                         re.IGNORECASE)
 _FROM_ENTRY = re.compile(rf"^(?:,\s*)?from\s+entry\s*{_NUMBER}(?:\s*,?\s*(?:from\s+)?line\s*#?(\d{{1,12}}))?\s*$",
                          re.IGNORECASE)
-_OBJECTIVE = re.compile(r"\s*(?:;|\.|,|:|-|—)?\s*\bobjective\s*:\s*", re.IGNORECASE)
-_LEADING_OBJECTIVE = re.compile(r"^\s*objective\s*:", re.IGNORECASE)
 
 
 class RequestError(ValueError):
@@ -376,23 +375,10 @@ def parse_note(text: str, subjects: tuple[str, ...] = SUBJECTS) -> tuple[str, st
 
 
 def parse_task_value(text: str) -> str:
-    """The task's value from ``THE TASK; objective: WHAT DONE LOOKS LIKE``
-    (the objective may follow ``objective:``, ``. Objective:`` or
-    ``, objective:``): ``THE TASK; objective: …``, whitespace collapsed,
-    quotes dropped, cut to 300 characters (reference, "task"). Raises
-    :class:`RequestError` when there is no task before the objective."""
-    raw = _strip_quotes(" ".join((text or "").split()))
-    if not raw or _LEADING_OBJECTIVE.match(raw):
-        raise RequestError(_TASK_FORM)
-    m = _OBJECTIVE.search(raw)
-    if m:
-        task = raw[: m.start()].strip().rstrip(";.,:-—").strip()
-        objective = _strip_quotes(raw[m.end():].strip())
-        if not task:
-            raise RequestError(_TASK_FORM)
-        value = f"{task}; objective: {objective}" if objective else task
-    else:
-        value = raw
-    if len(value) > TASK_MAX_CHARS:
-        value = value[: TASK_MAX_CHARS - 1].rstrip() + "…"
-    return value
+    """The task's value from ``THE TASK; objective: WHAT DONE LOOKS LIKE``:
+    :func:`wisp.core.context.task.parse_task`, the one parser of a task.
+    Raises :class:`RequestError` when there is no task before the objective."""
+    try:
+        return parse_task(text)
+    except FactError:
+        raise RequestError(_TASK_FORM) from None

@@ -1,4 +1,4 @@
-"""The ``memory`` tool: the conversation's memory, for the model (issue 4; wisp-memory-tool.txt).
+"""The memory tool's verbs: the conversation's memory, for the model (issue 4; wisp-memory-tool.txt).
 
 One text argument, ``request``, whose first word is the verb (see
 :mod:`.request`): ``recall`` (entries, turns, the task, facts, the running
@@ -16,25 +16,27 @@ touched (:meth:`MemoryTool.run`).
 
 Off by default: a conversation gets it when config ``context.memory`` is
 true or an explicit tool list names it (:mod:`wisp.core.session`). The
-session (or a test's agent) binds it to its store with :func:`attach_memory`.
+tool the model calls is :class:`wisp.core.tools.memory.MemoryTool`, made by
+the session with its :class:`MemoryBinding` once the session knows its
+conversation (issue "One core, built once"): it is never unbound.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
+from ..context.notes import ModelNotes
+from ..context.recall import describe_entry, stored_range
+from ..episodes.tool_verbs import run_episodic_verb
+from ..sidecall import SideCall
 from . import recall as rc
 from .condense import condense
 from .limits import chunk_budget, page_budget
-from .ports import BookPort, ContextPort, port_for
 from .readers import summarise
 from .request import SUBJECTS, Request, RequestError, Target, parse_request
 
-if TYPE_CHECKING:  # wisp.core.tools imports this module to register the tool
-    from ..tools.base import ToolContext, ToolResult
-
-__all__ = ["MemoryTool", "MemoryBinding", "attach_memory", "DESCRIPTION", "REQUEST_GUIDE"]
+__all__ = ["Memory", "MemoryAnswer", "MemoryBinding", "DESCRIPTION", "REQUEST_GUIDE", "PARAMETERS"]
 
 #: The tool's description as the model sees it (wisp-memory-tool.txt, "Arguments";
 #: "the Mac's RAM" becomes "the machine's RAM", since wisp is not only for Macs).
@@ -45,57 +47,62 @@ REQUEST_GUIDE = ('"recall entry 7", "recall turn 3", "recall task", "recall fact
                  '"note entity release codename = BLUE HERON".')
 
 
+#: The JSON schema of the tool's one argument.
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"request": {"type": "string", "description": REQUEST_GUIDE}},
+    "required": ["request"],
+}
+
+
 @dataclass
 class MemoryBinding:
-    """What the tool reads and writes: the ``store`` and ``audit`` log, the
-    ``agent`` (its endpoint and context window, read at call time, since the
-    endpoint is connected after the tool is made), the ``port`` to facts,
-    the task and the running summary, and the ``config``."""
+    """What the verbs read and write, given once by the session: the
+    ``store`` and ``audit`` log, the model's ``notes`` (facts, the task and
+    the running summary: :class:`~wisp.core.context.notes.ModelNotes`), the
+    ``side_call`` condense asks the model through (``None``: no model),
+    ``window()`` (the context window in tokens, or ``None``; read at call
+    time, since the endpoint connects after the session is built) and the
+    ``config``."""
 
     store: Any
     audit: Any
-    agent: Any
-    port: ContextPort | None
+    notes: ModelNotes
+    side_call: SideCall | None = None
+    window: Callable[[], int | None] = field(default=lambda: None)
     config: Any = None
 
     @property
-    def endpoint(self) -> Any:
-        return getattr(self.agent, "endpoint", None)
-
-    @property
     def context_window(self) -> int | None:
-        settings = getattr(self.agent, "settings", None)
-        return getattr(settings, "context_window", None)
+        return self.window()
 
 
-class MemoryTool:
-    """The ``memory`` tool (see the module doc). Unbound (``binding`` None)
-    it answers every request with one ``memory:`` line saying so."""
+@dataclass(frozen=True)
+class MemoryAnswer:
+    """A request's answer: ``content`` (for the model), ``ok`` (false for an
+    ``error:`` or ``memory:`` line) and ``meta`` (stored with the entry)."""
 
-    name = "memory"
-    read_only = True
-    description = DESCRIPTION
-    parameters: dict[str, Any] = {
-        "type": "object",
-        "properties": {"request": {"type": "string", "description": REQUEST_GUIDE}},
-        "required": ["request"],
-    }
+    content: str
+    ok: bool
+    meta: dict[str, Any]
 
-    def __init__(self) -> None:
-        self.binding: MemoryBinding | None = None
 
-    async def run(self, arguments: dict[str, Any], ctx: "ToolContext") -> "ToolResult":
-        """Act on ``arguments["request"]``. Never raises for a bad request:
-        the result is then one line starting ``error:`` (what to write) or
-        ``memory:`` (nothing matches, and what there is)."""
-        from ..tools.base import ToolResult
+class Memory:
+    """The verbs over one session's record (see the module doc)."""
 
-        raw = arguments.get("request", "")
-        request = raw if isinstance(raw, str) else str(raw)
+    def __init__(self, binding: MemoryBinding) -> None:
+        self.binding = binding
+
+    async def answer(self, request: str, conversation: int | None, turn: int | None) -> MemoryAnswer:
+        """Act on ``request`` in ``conversation`` (turn ``turn``). Never
+        raises for a bad request: the answer is then one line starting
+        ``error:`` (what to write) or ``memory:`` (nothing matches, and what
+        there is)."""
         b = self.binding
-        if b is None or ctx.conversation_id is None:
-            return ToolResult("memory: the memory tool is not attached to a conversation here; nothing can be "
-                              "recalled or noted", meta={"memory": "unbound"})
+        if conversation is None:
+            return MemoryAnswer("memory: no conversation is open yet; nothing can be recalled or noted", False,
+                                {"memory": "none"})
+        ctx = _Call(conversation, turn)
         event: dict[str, Any] = {"request": request}
         try:
             req = parse_request(request, SUBJECTS)
@@ -110,9 +117,7 @@ class MemoryTool:
             event["failure"] = content
         return self._finish(b, ctx, content, event)
 
-    def _finish(self, b: MemoryBinding, ctx: "ToolContext", content: str, event: dict[str, Any]) -> "ToolResult":
-        from ..tools.base import ToolResult
-
+    def _finish(self, b: MemoryBinding, ctx: "_Call", content: str, event: dict[str, Any]) -> MemoryAnswer:
         if b.audit is not None:
             try:
                 b.audit.write("context.memory", event, conversation=ctx.conversation_id, turn=ctx.turn)
@@ -122,9 +127,9 @@ class MemoryTool:
         target = event.get("target")
         if isinstance(target, dict) and target.get("entry") is not None:
             meta["target_entry"] = target["entry"]
-        return ToolResult(content, ok=not content.startswith(("error:", "memory:")), meta=meta)
+        return MemoryAnswer(content, not content.startswith(("error:", "memory:")), meta)
 
-    async def _dispatch(self, b: MemoryBinding, ctx: "ToolContext", req: Request, event: dict[str, Any]) -> str:
+    async def _dispatch(self, b: MemoryBinding, ctx: "_Call", req: Request, event: dict[str, Any]) -> str:
         conv = int(ctx.conversation_id)  # type: ignore[arg-type]
         budget = page_budget(b.context_window)
         if req.verb == "memories" or (req.verb == "recall" and req.target and req.target.kind == "episode"):
@@ -133,22 +138,15 @@ class MemoryTool:
             assert req.target is not None
             return await self._recall(b, conv, ctx.turn, req.target, budget, event)
         if req.verb == "note":
-            outcome = await b.port.note(conv, ctx.turn, req.subject or "", req.name or "", req.value or "") \
-                if b.port is not None else None
+            outcome = await b.notes.note(conv, ctx.turn, req.subject or "", req.name or "", req.value or "")
             event.update(subject=req.subject, name=req.name, value=req.value, **{"class": "model"})
-            if outcome is None:
-                event.update(kept=False, failure="no facts here")
-                return "memory: this conversation keeps no facts here, so nothing can be noted"
             event["kept"] = outcome.kept
             if not outcome.kept:
                 event["failure"] = outcome.line
             return outcome.line
         if req.verb == "task":
-            outcome = await b.port.propose_task(conv, ctx.turn, req.value or "") if b.port is not None else None
+            outcome = await b.notes.propose_task(conv, ctx.turn, req.value or "")
             event["value"] = req.value
-            if outcome is None:
-                event.update(kept=False, failure="no facts here")
-                return "memory: this conversation keeps no task here, so none can be proposed"
             event["kept"] = outcome.kept
             if not outcome.kept:
                 event["failure"] = outcome.line
@@ -175,11 +173,11 @@ class MemoryTool:
         elif target.kind == "turn":
             r = await rc.recall_turn(b.store, b.audit, conv, target, current_turn=turn, budget_tokens=budget)
         elif target.kind == "task":
-            r = await rc.recall_task(b.port, conv)
+            r = await rc.recall_task(b.notes, conv)
         elif target.kind == "fact":
-            r = await rc.recall_fact(b.port, conv, target.name or "")
+            r = await rc.recall_fact(b.notes, conv, target.name or "")
         else:
-            r = await rc.recall_summary(b.port, conv, target.number, budget_tokens=budget)
+            r = await rc.recall_summary(b.notes, conv, target.number, budget_tokens=budget)
         event.update(target=r.target, entries=r.entries, facts=r.facts, summary_versions=r.summaries,
                      audit_events=r.audit_events, source=r.source, filter=None, found=r.found)
         if r.next_line is not None:
@@ -187,11 +185,6 @@ class MemoryTool:
         return r.text
 
     async def _episodic(self, b: MemoryBinding, req: Request, event: dict[str, Any]) -> str:
-        try:
-            from ..episodes.tool_verbs import run_episodic_verb
-        except ImportError:
-            event["failure"] = "episodic memory is not available"
-            return "memory: episodic memory is not available in this wisp"
         if req.verb == "memories":
             text = f"memories {req.query or ''}".strip()
             event["target"] = {"kind": "memories", "query": req.query}
@@ -221,14 +214,10 @@ class MemoryTool:
         got = await rc.load_entry(b.store, b.audit, conv, number)
         if got is None:
             event.update(chunks_read=0, chunks_failed=0, failure="no such entry")
-            from ..context.recall import stored_range
-
             return f"memory: no entry {number}; {await stored_range(b.store, conv)}"
         event["source"] = "audit" if got.source.endswith("audit log") else "store"
         if got.source.endswith("audit log") and got.entry.audit_event_id:
             event["audit_events"] = [got.entry.audit_event_id]
-        from ..context.recall import describe_entry
-
         label = f"entry {number} ({describe_entry(got.entry)})"
         if req.verb == "summarise":
             s = summarise(got.content, got.entry.meta, overview=req.overview, budget_tokens=budget,
@@ -237,46 +226,23 @@ class MemoryTool:
                          first_cited=s.first_cited, unexplained=s.unexplained, chunks_read=0, chunks_failed=0)
             return s.text
         window = b.context_window
-        result = await condense(b.endpoint, got.content, req.question or "", label=label, context_window=window,
+        result = await condense(b.side_call, got.content, req.question or "", label=label,
                                 chunk_tokens=chunk_budget(window), result_tokens=budget,
                                 summarise_hint=f"summarise entry {number}")
         event.update(question=req.question, model=result.model, chunks_total=result.chunks_total,
                      chunks_read=result.chunks_read, chunks_failed=len(result.failed),
                      failed_chunks=[{"chunk": i, "lines": [a, c], "why": w} for i, a, c, w in result.failed],
                      lines_read=list(result.lines_read), combined=result.combined)
-        if b.endpoint is None:
+        if not result.model:
             event["failure"] = "no model"
         elif result.failed:
             event["failure"] = f"{len(result.failed)} chunks failed"
         return result.text
 
 
-def attach_memory(owner: Any) -> MemoryTool | None:
-    """Bind the ``memory`` tool of ``owner`` (a :class:`wisp.core.session.Session`,
-    or an :class:`wisp.core.agent.Agent` made directly) to its store, audit
-    log, agent and layered context. Returns the tool, or ``None`` when the
-    conversation does not have it.
+@dataclass(frozen=True)
+class _Call:
+    """Where a request is made: the conversation id and the turn number."""
 
-    With a session, notes go through its
-    :class:`~wisp.core.context.manager.ContextManager` (which records them
-    when the turn ends). With a bare agent, a :class:`~.ports.BookPort` is
-    made and its after-turn hook installed, and, since such an agent has no
-    layered composer, the memory rule is added to its system rules.
-    """
-    agent = getattr(owner, "agent", owner)
-    tools = getattr(agent, "tools", None)
-    tool = tools.get("memory") if tools is not None else None
-    if not isinstance(tool, MemoryTool):
-        return None
-    session = owner if owner is not agent else None
-    port = port_for(session, store=agent.store, audit=agent.audit)
-    tool.binding = MemoryBinding(agent.store, agent.audit, agent, port, getattr(owner, "config", None)
-                                 or getattr(agent, "config", None))
-    if isinstance(port, BookPort) and port.after_turn not in agent.after_turn:
-        agent.after_turn.append(port.after_turn)
-    if session is None and getattr(agent, "composer", None) is None:
-        from ..context.composer import MEMORY_RULE
-
-        if MEMORY_RULE not in agent.settings.system_rules:
-            agent.settings.system_rules = f"{agent.settings.system_rules}\n\n{MEMORY_RULE}"
-    return tool
+    conversation_id: int
+    turn: int | None

@@ -1,7 +1,12 @@
-"""A conversation on a real SQLite store and audit log, with the memory tool bound, for tests.
+"""A conversation on a real SQLite store and audit log, with the memory tool made as a session makes it.
 
-Entries are recorded as the agent records them (store, then audit event,
-then the link), so recall reads them back the way it does in a session.
+The tool comes from :func:`wisp.core.tools.registry.build_registry` with the
+same :class:`~wisp.core.memory.verbs.MemoryBinding` a session builds (the
+model's notes, a side call over the given endpoint), and the turn's notes
+are recorded by the same :meth:`~wisp.core.context.notes.ModelNotes.record`
+the session's context calls when a turn ends. Entries are recorded as the
+agent records them (store, then audit event, then the link), so recall
+reads them back the way it does in a session.
 """
 
 from __future__ import annotations
@@ -10,18 +15,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wisp.core.agent import Agent
 from wisp.core.audit import AuditLog
-from wisp.core.memory.tool import MemoryTool, attach_memory
+from wisp.core.context.notes import ModelNotes
+from wisp.core.database import open_store
+from wisp.core.memory.verbs import MemoryBinding
+from wisp.core.model.sidecall import EndpointSideCall
 from wisp.core.store import Store
-from wisp.core.tools import ToolContext, build_registry
+from wisp.core.tools import ToolContext
+from wisp.core.tools.memory import MemoryTool
+from wisp.core.tools.registry import build_registry
 
 
 @dataclass
 class Harness:
     store: Store
     audit: AuditLog
-    agent: Agent
+    notes: ModelNotes
     tool: MemoryTool
     workdir: Path
     conversation: int
@@ -36,13 +45,9 @@ class Harness:
         return self.turn_number
 
     async def end(self, state: str = "done") -> None:
-        """End the open turn and run the agent's after-turn hooks (as the agent does)."""
-        from wisp.core.agent import TurnRecord
-
+        """End the open turn and record its notes (as the session's context does when a turn ends)."""
         await self.store.end_turn(self.turn.id, state)
-        record = TurnRecord(self.conversation, self.turn.number, self.turn.id, "", "", state, "", "")
-        for hook in self.agent.after_turn:
-            await hook(record)
+        await self.notes.record(self.conversation, self.turn.number)
 
     async def record(self, kind: str, content: str, *, audit_kind: str | None = None, **fields: Any) -> Any:
         """Store an entry of the open turn and its audit event, linked."""
@@ -82,12 +87,12 @@ class Harness:
 
 async def make_harness(tmp_path: Path, *, audit_enabled: bool = True, max_bytes: int = 10 * 1024 * 1024,
                        keep: int = 5, endpoint: Any = None, context_window: int | None = None) -> Harness:
-    store = await Store.open(tmp_path / "wisp.db")
+    store = await open_store(tmp_path / "wisp.db")
     audit = AuditLog(tmp_path / "audit", enabled=audit_enabled, max_bytes=max_bytes, keep=keep)
-    agent = Agent(store=store, audit=audit, endpoint=endpoint, tools=build_registry(["read_file", "memory"]),
-                  workdir=tmp_path)
-    agent.settings.context_window = context_window
-    tool = attach_memory(agent)
-    assert tool is not None
+    notes = ModelNotes.over(store, audit)
+    side_call = EndpointSideCall(endpoint, context_window) if endpoint is not None else None
+    binding = MemoryBinding(store, audit, notes, side_call, lambda: context_window, None)
+    tool = build_registry(["read_file", "memory"], memory=binding).get("memory")
+    assert isinstance(tool, MemoryTool)
     conv = await store.create_conversation(str(tmp_path))
-    return Harness(store, audit, agent, tool, tmp_path, conv.id)
+    return Harness(store, audit, notes, tool, tmp_path, conv.id)

@@ -546,8 +546,8 @@ def _values(spec):
         return st.floats(min_value=lo, max_value=1e9, allow_nan=False, allow_infinity=False,
                          exclude_min=spec.exclusive_min)
     if spec.key == "tools.enabled":  # names of tools wisp has
-        from wisp.core.tools import AVAILABLE
-        return st.lists(st.sampled_from(sorted(AVAILABLE)), max_size=4)
+        from wisp.core.tool_names import TOOL_NAMES
+        return st.lists(st.sampled_from(sorted(TOOL_NAMES)), max_size=4)
     if spec.type == "list":
         return st.lists(st.text(min_size=1, max_size=10), max_size=5)
     if spec.type == "choice":

@@ -294,12 +294,13 @@ async def test_a_note_never_replaces_the_persons_fact(tmp_path: Path) -> None:
     await h.close()
 
 
-async def test_unbound_tool_says_so(tmp_path: Path) -> None:
-    from wisp.core.memory.tool import MemoryTool
-    from wisp.core.tools import ToolContext
+def test_no_memory_tool_is_made_unbound() -> None:
+    """Issue "One core, built once": the memory tool is made with its session's
+    binding, so the 'not attached' answer of resumed conversations cannot happen."""
+    from wisp.core.tools.registry import build_registry
 
-    result = await MemoryTool().run({"request": "recall entry 1"}, ToolContext(workdir=tmp_path, config=None))
-    assert result.content.startswith("memory: the memory tool is not attached")
+    with pytest.raises(ValueError, match="binding"):
+        build_registry(["read_file", "memory"])
 
 
 async def test_summarise_through_the_tool_cites_the_stored_numbering(tmp_path: Path) -> None:

@@ -11,9 +11,11 @@ from tests.support.home import DATA
 
 from wisp.core import events as ev
 from wisp.core.context.facts import FactBook
-from wisp.core.memory.tool import DESCRIPTION, REQUEST_GUIDE, MemoryTool
+from wisp.core.memory.verbs import DESCRIPTION, REQUEST_GUIDE
+from wisp.core.tools.memory import MemoryTool
 from wisp.core.session import Session, SessionOptions
-from wisp.core.tools import AVAILABLE
+from wisp.core.tools.registry import AVAILABLE
+from tests.support.memory_harness import make_harness
 from tests.support.home import require_local, write_config
 from tests.support.fakes import FakeOllama, reply, text, tool_call
 
@@ -45,14 +47,16 @@ def tool_names(body: dict) -> list[str]:
     return [t["function"]["name"] for t in body.get("tools") or []]
 
 
-def test_registered_with_one_string_argument() -> None:
+async def test_registered_with_one_string_argument(tmp_path: Path) -> None:
     assert AVAILABLE["memory"] is MemoryTool
-    tool = MemoryTool()
+    h = await make_harness(tmp_path)
+    tool = h.tool
     assert tool.parameters["required"] == ["request"]
     assert list(tool.parameters["properties"]) == ["request"]
     assert tool.parameters["properties"]["request"]["type"] == "string"
     assert tool.description == DESCRIPTION and "system_info" in DESCRIPTION and "RAM" in DESCRIPTION
     assert tool.parameters["properties"]["request"]["description"] == REQUEST_GUIDE
+    await h.close()
 
 
 async def test_off_by_default_and_no_rule_about_it(home, tmp_path: Path) -> None:
@@ -149,11 +153,13 @@ def test_description_and_guide_cost_at_most_110_tokens_on_smollm2() -> None:
     assert tokens <= 110, tokens
 
 
-def test_memory_tool_schema_is_valid_json() -> None:
+async def test_memory_tool_schema_is_valid_json(tmp_path: Path) -> None:
     from wisp.core.tools.base import tool_schema
 
-    schema = tool_schema(MemoryTool())
+    h = await make_harness(tmp_path)
+    schema = tool_schema(h.tool)
     assert json.loads(json.dumps(schema))["function"]["name"] == "memory"
+    await h.close()
 
 
 async def test_tui_shows_a_summarise_call_and_its_result(home, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from wisp.core.audit import AuditLog
 from wisp.core.config import Config
-from wisp.core.tools import AVAILABLE, build_registry
+from wisp.core.tools.registry import AVAILABLE, build_registry
 from wisp.core.tools.approval import (
     Approval, ApprovalRequest, Approvals, WorkspaceAllowList, is_simple_command, prefix_matches,
     suggest_prefix,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from wisp.core.tools import ToolContext, build_registry, UnknownTool
+from wisp.core.tools import ToolContext, UnknownTool
+from wisp.core.tools.registry import build_registry
 from wisp.core.tools.base import check_arguments
 from wisp.core.tools.read_file import ReadFile
 from wisp.core.tools.system_info import SystemInfo
