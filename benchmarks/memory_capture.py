@@ -26,10 +26,10 @@ from _common import point_at, private_home, summary
 
 async def store_writes(home: Path, n: int) -> list[float]:
     from wisp.core.episodes.capture import Exchange, save_exchange
-    from wisp.core.store import Store
+    from wisp.core.database import open_store
 
     times = []
-    async with await Store.open(home / "writes.db") as store:
+    async with await open_store(home / "writes.db") as store:
         conv = await store.create_conversation(str(home))
         for i in range(n):
             turn = await store.begin_turn(conv.id)

@@ -73,10 +73,10 @@ async def main() -> None:
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     home = private_home()
     from wisp.core.episodes.query import find_memories, make_filter
-    from wisp.core.store import Store
+    from wisp.core.database import open_store
 
     db = home / "bench.db"
-    async with await Store.open(db):
+    async with await open_store(db):
         pass
     t0 = time.perf_counter()
     build(db, n)
@@ -94,7 +94,7 @@ async def main() -> None:
         ("list, workspace, page at offset 10,000", dict(workspace="personal", offset=10_000)),
         ("list, since month, until a date", dict(since="2025-06-01", until="2025-07-01")),
     ]
-    async with await Store.open(db) as store:
+    async with await open_store(db) as store:
         for name, kw in cases:
             f = make_filter(tz, env={}, now=now, **kw)
             times = []

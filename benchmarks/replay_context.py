@@ -290,39 +290,31 @@ async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: 
                      verbose: bool = False) -> ReplayResult:
     """Run the 60-turn session in ``workdir`` with WISP_HOME ``home`` (set in
     the environment by the caller) and check the 20 questions."""
-    from tests.support.context_fakes import SummarisingOllama
+    from tests.support.context_fakes import CountingOllama
+    from tests.support.sidecalls import SummarisingSideCall
     from tests.support.fakes import reply, text, tool_call
     from wisp.core.commands import run_command
     from wisp.core.context.history import entries_to_messages
     from wisp.core.context.recall import recall_entry
     from wisp.core.context.references import referenced_entries
     from wisp.core.tokens import estimate_messages
+    from wisp.core.context.composer import SYSTEM_RULES
     from wisp.core.session import Session, SessionOptions
-    from wisp.core.tools import ToolRegistry
-    from wisp.core.tools.read_file import ReadFile
 
     project_files(workdir)
     rng = random.Random(42)
     plan = script(rng)
-    with SummarisingOllama() as srv:
+    side = SummarisingSideCall()
+    runner = RunTests()
+    with CountingOllama() as srv:
         (home / "config.json").write_text(json.dumps({
             "model": {"provider": "ollama", "endpoint": srv.base_url, "name": "replay-model",
                       "context_window": window, "timeout_s": 10, "load_wait_s": 1},
             "context": {"reserve": reserve}, "tools": {"enabled": ["read_file"]}}))
-        session = await Session.open(SessionOptions(workdir=workdir, tools=["read_file"]))
+        session = await Session.open(SessionOptions(workdir=workdir, tools=["read_file"], side_call=side,
+                                                    extra_tools=(runner,)))
         try:
             assert await session.connect(), session.endpoint_error
-            runner = RunTests()
-            session.agent.tools = ToolRegistry([ReadFile(), runner])
-            composed: list[list[dict[str, Any]]] = []
-            original = session.agent.composer
-
-            async def capture(conversation: int) -> list[dict[str, Any]]:
-                messages = await original(conversation)
-                composed.append(messages)
-                return messages
-
-            session.agent.composer = capture
             for n in range(1, TURNS + 1):
                 turn = plan[n]
                 for cmd in turn.get("before", []):
@@ -344,10 +336,11 @@ async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: 
                         print(f"  turn {n}: {item}")
             conversation = session.conversation_id
             tools = session.agent.tools.schemas()
+            composed = [body["messages"] for body in srv.chat_bodies]  # every request, as sent
             last = composed[-1]
             last_text = _request_text(last, tools)
             entries = await session.store.entries(conversation)
-            full = [{"role": "system", "content": session.agent.settings.system_rules}, *entries_to_messages(entries)]
+            full = [{"role": "system", "content": SYSTEM_RULES}, *entries_to_messages(entries)]
             full_tokens = estimate_messages(full, tools)
             last_tokens = estimate_messages(last, tools)
             answers: list[tuple[Question, str]] = []
@@ -373,8 +366,8 @@ async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: 
             with_refs = sum(1 for msgs in composed
                             if any(m.get("role") == "tool" and str(m.get("content", "")).startswith("[output of entry")
                                    for m in msgs))
-            return ReplayResult(answers, last_tokens, full_tokens, len(versions), len(srv.summary_bodies),
-                                len(srv.main_bodies), facts, last_text, with_refs)
+            return ReplayResult(answers, last_tokens, full_tokens, len(versions), len(side.calls),
+                                len(srv.chat_bodies), facts, last_text, with_refs)
         finally:
             await session.close()
 

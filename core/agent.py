@@ -20,20 +20,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from . import events as ev
-from .context.history import entries_to_messages
 from .tokens import estimate_messages
 from .model import base as mb
 from .tools import ToolContext, ToolRegistry
 from .tools.base import check_arguments
-
-SYSTEM_RULES = (
-    "You are wisp, a helpful assistant running on the person's own machine. "
-    "Answer clearly and briefly. Use the tools when you need to read files or "
-    "learn about the machine; do not guess at a file's contents."
-)
 
 #: Below this share of wisp's estimate, a reported prompt count means the
 #: endpoint dropped part of the prompt (issue "wisp runs end to end", "Silent truncation").
@@ -46,18 +39,17 @@ TRUNCATION_MIN_GAP = 512
 
 @dataclass
 class AgentSettings:
-    """Settings for the loop. ``context_window`` and ``reserve`` in tokens."""
+    """Settings for the loop: ``max_steps`` (requests a turn), ``think``
+    (``on``/``off``/``auto``) and ``max_tokens`` (the reply's cap, tokens)."""
 
     max_steps: int = 20
-    context_window: int | None = None
     think: str = "auto"
-    system_rules: str = SYSTEM_RULES
     max_tokens: int | None = None
 
 
 @dataclass
 class TurnRecord:
-    """What :attr:`Agent.after_turn` hooks are told when a turn ends.
+    """What the after-turn hooks (the context, the observers) are told when a turn ends.
 
     ``reply`` is the model's final readable reply (the text of the last
     step; thinking and tool calls excluded); ``state`` is ``done``, ``cut``,
@@ -78,12 +70,35 @@ class TurnRecord:
     error_kind: str | None = None
 
 
-#: A hook run before each request of a turn: ``(conversation, turn_number)``
-#: → events to yield (e.g. a fact that changed). Issue "Tools that act" (branch).
-BeforeRequestHook = Callable[[int, int], Awaitable[list[ev.AgentEvent]]]
-#: A hook run when a turn has ended and been recorded → events to yield
-#: before ``TurnEnded`` (facts, running summary, episodic capture).
-AfterTurnHook = Callable[[TurnRecord], Awaitable[list[ev.AgentEvent]]]
+class TurnObserver(Protocol):
+    """Something told of each request and each ended turn (episodic capture).
+    Each returns events to yield; a failure becomes a warning."""
+
+    async def before_request(self, conversation: int, turn: int) -> list[ev.AgentEvent]: ...
+
+    async def after_turn(self, record: TurnRecord) -> list[ev.AgentEvent]: ...
+
+
+class TurnContext(Protocol):
+    """The layered context as the agent uses it
+    (:class:`wisp.core.context.manager.ContextManager`)."""
+
+    async def prepare(self, conversation: int, turn: int) -> Any:
+        """Before each request: ``.context`` (the composed request: ``messages``,
+        ``tools``, ``total``, ``window``) and ``.events``."""
+        ...
+
+    async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None: ...
+
+    async def after_turn(self, record: TurnRecord) -> list[ev.AgentEvent]: ...
+
+
+class ModelSource(Protocol):
+    """Where the agent streams from (:class:`wisp.core.model.link.ModelLink`):
+    ``endpoint`` (``None`` while not connected) and ``context_window``."""
+
+    endpoint: mb.Endpoint | None
+    context_window: int | None
 
 
 @dataclass
@@ -96,40 +111,40 @@ class _Step:
 
 
 class Agent:
-    """Runs turns of one conversation against one endpoint.
+    """Runs turns of one conversation's session against its model.
 
-    ``store`` is a :class:`wisp.core.store.Store`, ``audit`` a
-    :class:`wisp.core.audit.AuditLog`, ``endpoint`` an
-    :class:`~wisp.core.model.base.Endpoint`, ``tools`` a
-    :class:`~wisp.core.tools.ToolRegistry`, ``config`` a
-    :class:`wisp.core.config.Config` (read by tools).
+    Made once by :class:`wisp.core.session.Session` (issue "One core, built
+    once"): ``store`` a :class:`wisp.core.store.Store`, ``audit`` a
+    :class:`wisp.core.audit.AuditLog`, ``model`` a :class:`ModelSource`
+    (the session's link: its endpoint may change on reconnect), ``tools`` a
+    :class:`~wisp.core.tools.ToolRegistry`, ``context`` a
+    :class:`TurnContext` (composes every request), ``workdir`` the
+    conversation's directory, ``config`` (read by tools), ``approver`` an
+    async fn ``(ApprovalRequest) -> Approval`` handed to tools as
+    ``ToolContext.approve`` (``None`` approves nothing: issue "Tools that
+    act"), ``observers`` told of each request and ended turn.
     """
 
-    def __init__(self, *, store: Any, audit: Any, endpoint: mb.Endpoint | None,
-                 tools: ToolRegistry, workdir: Path, config: Any = None,
-                 settings: AgentSettings | None = None,
-                 composer: Callable[..., Any] | None = None):
+    def __init__(self, *, store: Any, audit: Any, model: ModelSource, tools: ToolRegistry, context: TurnContext,
+                 workdir: Path, config: Any = None, approver: Callable[[Any], Awaitable[Any]] | None = None,
+                 observers: list[TurnObserver] | tuple[TurnObserver, ...] = (),
+                 settings: AgentSettings | None = None):
         self.store = store
         self.audit = audit
-        self.endpoint = endpoint
+        self.model = model
         self.tools = tools
+        self.context = context
         self.workdir = Path(workdir)
         self.config = config
+        self.approver = approver
+        self.observers = tuple(observers)
         self.settings = settings or AgentSettings()
-        self.composer = composer
         self.last_usage: ev.Usage | None = None
-        #: The model's token calibration (reported ÷ estimated), set by the
-        #: layered context's composer; 1.0 when uncalibrated.
-        self.calibrated_ratio: float = 1.0
-        self.before_request: list[BeforeRequestHook] = []
-        self.after_turn: list[AfterTurnHook] = []
-        #: Approves what a tool would do (``run_command``): an async fn
-        #: (ApprovalRequest) -> Approval, handed to tools as ToolContext.approve;
-        #: None approves nothing (issue "Tools that act", "Approval").
-        self.approver: Callable[[Any], Awaitable[Any]] | None = None
-        #: The project's instructions (AGENTS.md), added to the system message
-        #: by the default composer; None for none.
-        self.project_instructions: str | None = None
+
+    @property
+    def endpoint(self) -> mb.Endpoint | None:
+        """The endpoint requests go to now (``None`` while not connected)."""
+        return self.model.endpoint
 
     # --- recording helpers ------------------------------------------------
 
@@ -146,16 +161,12 @@ class Agent:
             await self.store.set_entry_audit(entry.id, ref)
         return entry
 
-    async def compose(self, conversation: int) -> list[mb.Message]:
-        """The messages of the next request: the system rules, then every
-        stored entry of the conversation as chat messages."""
-        if self.composer is not None:
-            return await self.composer(conversation)
-        entries = await self.store.entries(conversation)
-        system = self.settings.system_rules
-        if self.project_instructions:  # AGENTS.md (issue "Tools that act"), in the one system message
-            system += "\n\n## Project instructions (AGENTS.md)\n\n" + self.project_instructions
-        return [{"role": "system", "content": system}, *entries_to_messages(entries)]
+    async def _after_turn(self, record: TurnRecord) -> list[ev.AgentEvent]:
+        """The context's and the observers' after-turn events, in that order."""
+        out = await self._safe_hook(self.context.after_turn, record)
+        for observer in self.observers:
+            out += await self._safe_hook(observer.after_turn, record)
+        return out
 
     # --- the loop -----------------------------------------------------------
 
@@ -173,28 +184,35 @@ class Agent:
         final_reply = ""
         started_at = _now()
         try:
-            if self.endpoint is None:
+            if self.model.endpoint is None:
                 raise mb.NoEndpoint("no model endpoint is connected; start Ollama "
                                     "(ollama serve) or install the local extra (pip install 'wisp[local]')")
             for step_no in range(self.settings.max_steps):
                 step = _Step()
-                for hook in self.before_request:
-                    for item in await self._safe_hook(hook, conversation, turn.number):
+                endpoint = self.model.endpoint
+                if endpoint is None:
+                    raise mb.NoEndpoint("the model endpoint was disconnected; /config set model.* reconnects")
+                for observer in self.observers:
+                    for item in await self._safe_hook(observer.before_request, conversation, turn.number):
                         yield item
-                messages = await self.compose(conversation)
-                schemas = self.tools.schemas() if len(self.tools) else None
+                prepared = await self.context.prepare(conversation, turn.number)
+                for item in prepared.events:
+                    yield item
+                composed = prepared.context
+                messages = composed.messages
+                schemas = composed.tools or None
                 estimate = estimate_messages(messages, schemas)
-                planned = round(estimate * (self.calibrated_ratio or 1.0))
-                window = self.settings.context_window
+                planned = composed.total
+                window = self.model.context_window
                 if window and planned > window:
                     yield ev.Notice(
                         f"This request is about {planned:,} tokens, more than the model's window of "
                         f"{window:,}: the endpoint may drop its start. {_window_advice(planned)}, "
                         "or start a new conversation.", level="warning", key="over-window")
-                options = mb.ChatOptions(context_window=self.settings.context_window,
+                options = mb.ChatOptions(context_window=self.model.context_window,
                                          think=self.settings.think,  # type: ignore[arg-type]
                                          max_tokens=self.settings.max_tokens)
-                async for item in self.endpoint.stream_chat(messages, schemas, options):
+                async for item in endpoint.stream_chat(messages, schemas, options):
                     if isinstance(item, mb.TextDelta):
                         step.text.append(item.text)
                         yield ev.TextDelta(item.text)
@@ -210,7 +228,7 @@ class Agent:
                         usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned)
                         self.last_usage = usage
                         yield usage
-                        warning = truncation_warning(item.prompt_tokens, estimate, self.endpoint.provider)
+                        warning = truncation_warning(item.prompt_tokens, estimate, endpoint.provider)
                         if warning:
                             self._audit_event("notice", {"text": warning}, conversation, turn.number)
                             yield ev.Notice(warning, level="warning")
@@ -225,6 +243,9 @@ class Agent:
                     usage = ev.Usage(None, None, estimate, planned)
                     self.last_usage = usage
                     yield usage
+                else:
+                    await self._safe_hook(self.context.record_usage, conversation, step.usage.prompt_tokens,
+                                          estimate)
                 step_thinking = bool(step.thinking)
                 cut = step.done_reason == "length"
                 recorded = await self._record_step_text(conversation, turn, step, cut=cut)
@@ -256,8 +277,7 @@ class Agent:
             self._audit_event("turn.ended", {"state": "stopped"}, conversation, turn.number)
             record = TurnRecord(conversation, turn.number, turn.id, prompt, partial or final_reply,
                                 "stopped", started_at, _now())
-            for hook in self.after_turn:
-                await self._safe_hook(hook, record)
+            await self._after_turn(record)
             raise
         except mb.EndpointError as exc:
             partial = "".join(step.text)  # before _record_partial clears it: the after_turn record needs it
@@ -270,17 +290,15 @@ class Agent:
             record = TurnRecord(conversation, turn.number, turn.id, prompt, partial or final_reply,
                                 "error", started_at, _now(), error=message,
                                 error_kind=exc.kind)
-            for hook in self.after_turn:
-                for item in await self._safe_hook(hook, record):
-                    yield item
+            for item in await self._after_turn(record):
+                yield item
             yield ev.TurnEnded(turn.number, "error")
             return
         await self.store.end_turn(turn.id, state, prompt_tokens, completion_tokens)
         self._audit_event("turn.ended", {"state": state}, conversation, turn.number)
         record = TurnRecord(conversation, turn.number, turn.id, prompt, final_reply, state, started_at, _now())
-        for hook in self.after_turn:
-            for item in await self._safe_hook(hook, record):
-                yield item
+        for item in await self._after_turn(record):
+            yield item
         yield ev.TurnEnded(turn.number, state)
 
     async def _safe_hook(self, hook: Callable[..., Awaitable[list[ev.AgentEvent]]],

@@ -19,10 +19,18 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from dataclasses import asdict, is_dataclass
+
 from . import __version__
 from . import events as ev
 from .config import Config, ConfigError
+from .context.cli import add_inspect_parser
+from .context.inspect import inspect_context
+from .database import open_store
+from .episodes.cli import add_memory_parser, run_memory
+from .model.sidecall import ConfigSideCall
 from .session import Session, SessionError, SessionOptions
+from .tools.approval import is_simple_command
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -68,10 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("value")
     un = cfg_sub.add_parser("unset", help="return a setting to its default")
     un.add_argument("key")
-    from .episodes.cli import add_memory_parser  # `wisp memory …` (issue "Episodic memory")
-    add_memory_parser(sub)
-    from .context.cli import add_inspect_parser  # `wisp inspect context` (issue "Layered context")
-    add_inspect_parser(sub)
+    add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
+    add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
     return p
 
 
@@ -117,11 +123,9 @@ def main(argv: Sequence[str] | None = None,
         if args.command == "config":
             return _config(args)
         if args.command == "memory":
-            from .episodes.cli import run_memory
-            return run_memory(args)
+            return run_memory(args, ConfigSideCall, open_store)
         if args.command == "inspect":
-            from .context.cli import run_inspect
-            return asyncio.run(run_inspect(args))
+            return asyncio.run(_inspect(args))
     except (ConfigError, UsageError, SessionError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -208,8 +212,6 @@ async def _ask(args: argparse.Namespace) -> int:
                 sys.stderr.flush()
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
-                from .tools.approval import is_simple_command
-
                 command = str(item.meta.get("command", ""))
                 if is_simple_command(command):
                     how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
@@ -237,9 +239,7 @@ async def _ask(args: argparse.Namespace) -> int:
 
 async def _conversations(args: argparse.Namespace) -> int:
     config = Config.load()
-    from .store import Store
-
-    async with await Store.open(config.db_path) as store:
+    async with await open_store(config.db_path) as store:
         rows = await store.list_conversations(limit=args.limit)
     if args.json:
         data = [_conv_dict(r) for r in rows]
@@ -257,9 +257,35 @@ async def _conversations(args: argparse.Namespace) -> int:
 
 
 def _conv_dict(row: Any) -> dict[str, Any]:
-    from dataclasses import asdict, is_dataclass
-
     return asdict(row) if is_dataclass(row) else dict(row)
+
+
+async def _inspect(args: argparse.Namespace) -> int:
+    """``wisp inspect context [--conversation ID] [--json]``: the next request
+    of a stored conversation (the last one by default), layer by layer,
+    composed without connecting: no request goes to the endpoint. Exit 0,
+    or 2 for an unknown conversation or none stored, with one line on
+    stderr (issue "Layered context")."""
+    if getattr(args, "inspect_command", None) != "context":
+        print("wisp: error: say what to inspect: wisp inspect context", file=sys.stderr)
+        return EXIT_USAGE
+    options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None, transport="ask")
+    try:
+        session = await Session.open(options)
+    except SessionError as exc:
+        print(f"wisp: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    async with session:
+        if session.conversation_id is None:
+            print("wisp: error: no conversation is stored yet; start one with `wisp` or `wisp ask`",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        report = await inspect_context(session.context, session.conversation_id)
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(report.to_text())
+    return EXIT_OK
 
 
 def _config(args: argparse.Namespace) -> int:

@@ -1,10 +1,12 @@
 """Slash commands, parsed and run here so that the TUI, the CLI and tests share them.
 
 Each command is an async handler that takes the session and the words after
-the command's name and returns a :class:`CommandResult` of Markdown text.
-No command costs the model anything: none of them calls the endpoint.
-Later issues add ``/fact``, ``/task``, ``/show``, ``/inspect`` and ``/tools``
-by registering more handlers with :func:`command`.
+the command's name and returns a :class:`~wisp.core.command_base.CommandResult`
+of Markdown text. No command costs the model anything: none of them calls
+the endpoint. :data:`COMMANDS` is the one explicit table of every command:
+the built-in ``/help`` and ``/config`` here, and the handlers of the
+features (the layered context's ``/fact``, ``/task``, ``/show``,
+``/inspect``; ``/tools``; episodic memory's ``/memory``).
 """
 
 from __future__ import annotations
@@ -12,54 +14,15 @@ from __future__ import annotations
 import difflib
 import json
 import shlex
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
+from .command_base import Command, CommandResult
 from .config import ConfigError
+from .context.commands import fact_command, inspect_command, show_command, task_command
+from .episodes.commands import USAGE as MEMORY_USAGE, memory_command
+from .toolset import tools_command
 
-
-@dataclass
-class CommandResult:
-    """What a command shows. ``text`` is Markdown; ``error`` marks a failure;
-    ``title`` names the view; ``data`` is the same material as JSON-ready
-    values for ``--json`` listings."""
-
-    text: str
-    error: bool = False
-    title: str | None = None
-    data: Any = None
-    #: The endpoint settings changed (``model.*``): the caller reconnects.
-    reconnect: bool = False
-
-
-Handler = Callable[[Any, list[str], str], Awaitable[CommandResult]]
-
-
-@dataclass
-class Command:
-    """A registered slash command: its handler, usage line and one-line help."""
-
-    name: str
-    handler: Handler
-    usage: str
-    help: str
-    aliases: tuple[str, ...] = field(default_factory=tuple)
-
-
-COMMANDS: dict[str, Command] = {}
-
-
-def command(name: str, usage: str, help: str, aliases: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
-    """Register a handler as ``/name``."""
-
-    def wrap(fn: Handler) -> Handler:
-        cmd = Command(name, fn, usage, help, aliases)
-        COMMANDS[name] = cmd
-        for alias in aliases:
-            COMMANDS[alias] = cmd
-        return fn
-
-    return wrap
+__all__ = ["COMMANDS", "CommandResult", "is_command", "run_command", "help_text"]
 
 
 def is_command(text: str) -> bool:
@@ -122,8 +85,7 @@ def help_text() -> str:
     ])
 
 
-@command("help", "/help", "show the commands and keys")
-async def _help(session: Any, words: list[str], rest: str) -> CommandResult:
+async def help_command(session: Any, words: list[str], rest: str) -> CommandResult:
     return CommandResult(help_text(), title="help")
 
 
@@ -131,9 +93,7 @@ def _format_value(value: Any) -> str:
     return json.dumps(value)
 
 
-@command("config", "/config [get KEY | set KEY VALUE | unset KEY]",
-         "show or change settings (on/off for booleans)")
-async def _config(session: Any, words: list[str], rest: str) -> CommandResult:
+async def config_command(session: Any, words: list[str], rest: str) -> CommandResult:
     cfg = session.config
     if not words or words[0] == "list":
         rows = [f"| `{k}` | `{_format_value(v)}` | {'default' if d else 'set'} |" for k, v, d in cfg.items()]
@@ -159,6 +119,30 @@ async def _config(session: Any, words: list[str], rest: str) -> CommandResult:
                          error=True)
 
 
-from .episodes import commands as _episodes_commands  # noqa: E402,F401  (registers /memory)
-from . import toolset as _toolset  # noqa: E402,F401  (registers /tools)
-from .context import commands as _context_commands  # noqa: E402,F401  (registers /fact /task /show /inspect)
+def _table(commands: list[Command]) -> dict[str, Command]:
+    out: dict[str, Command] = {}
+    for cmd in commands:
+        for name in (cmd.name, *cmd.aliases):
+            if name in out:
+                raise ValueError(f"two commands are named /{name}")
+            out[name] = cmd
+    return out
+
+
+#: Every slash command, by name and alias, in the order ``/help`` lists them.
+COMMANDS: dict[str, Command] = _table([
+    Command("help", help_command, "/help", "show the commands and keys"),
+    Command("config", config_command, "/config [get KEY | set KEY VALUE | unset KEY]",
+            "show or change settings (on/off for booleans)"),
+    Command("memory", memory_command, MEMORY_USAGE,
+            "episodic memory: recent memories, search them, or show one with its sources"),
+    Command("tools", tools_command, "/tools", "list this conversation's tools and their token cost"),
+    Command("fact", fact_command, "/fact [SUBJECT [NAME] = VALUE | history NAME | forget ID | keep ID]",
+            "list the facts, set one, show its versions, forget or keep one"),
+    Command("task", task_command, "/task [THE TASK; objective: WHAT DONE LOOKS LIKE | clear]",
+            "show, set or clear the conversation's task"),
+    Command("show", show_command, "/show entry N | turn N | fact NAME",
+            "show an entry, a turn or a fact's versions in full (not sent to the model)"),
+    Command("inspect", inspect_command, "/inspect context",
+            "the next request layer by layer, and its exact messages (no model cost)"),
+])

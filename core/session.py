@@ -1,45 +1,80 @@
-"""One open wisp session: config, store, audit log, endpoint, tools and agent.
+"""One open wisp session: it settles its conversation first, then builds everything once.
 
-The TUI and ``wisp ask`` both open a :class:`Session`, so they share one
-path from settings to a running agent. Opening never needs the endpoint:
-:meth:`Session.connect` resolves it separately and reports a failure as a
-message instead of raising, so wisp still opens with nothing answering
-(issue "wisp runs end to end", "Embedded default").
+The TUI, ``wisp ask`` and ``wisp inspect context`` all open a
+:class:`Session`, so they share one path from settings to a running agent
+(issue "One core, built once", "Session open resolves first, then builds
+once"):
+
+1. :meth:`Session.open` reads the config, opens the store and the audit log,
+   and settles which conversation this is (new, ``--continue``,
+   ``--resume``), its working directory and its tool list
+   (:func:`settle`, giving a :class:`Plan`);
+2. only then are the parts made, each once, each given what it needs when
+   it is made: the model link and its side call, the model's notes, the
+   tools (the memory tool with its binding), the layered context, the
+   approvals, episodic capture and the agent. Nothing is re-bound or
+   patched afterwards.
+
+Opening never needs the endpoint: :meth:`Session.connect` resolves it
+separately and reports a failure as a message instead of raising, so wisp
+still opens with nothing answering (issue "wisp runs end to end",
+"Embedded default").
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from . import events as ev
 from .agent import Agent, AgentSettings
+from .agents_md import AgentsMd, load_agents_md
 from .audit import AuditLog
 from .config import Config
-from .model import base as mb
-from .model.resolve import EndpointSettings, resolve_endpoint
+from .context.manager import ContextManager
+from .context.notes import ModelNotes
+from .database import open_store
+from .episodes.capture import Capture, Origin
+from .episodes.refine import RefineReport, refine_with
+from .memory.verbs import MemoryBinding
+from .model.link import ModelLink
+from .model.sidecall import LinkSideCall
+from .sidecall import SideCall
 from .store import Store
-from .agents_md import load_agents_md
-from .tools import ToolRegistry, build_registry
-from .tools.approval import Approvals, WorkspaceAllowList
-from .toolset import choose_tools
+from .tools.approval import Approvals, AskFunction, WorkspaceAllowList
+from .tools.base import Tool
+from .tools.registry import build_registry
+from .toolset import ToolChoice, choose_tools
 
-DEFAULT_CONTEXT_WINDOW = 4096  # tokens, when neither config nor endpoint says
+__all__ = ["Session", "SessionOptions", "SessionError", "Plan", "settle"]
 
 
 @dataclass
 class SessionOptions:
     """How a session starts. ``resume`` is a conversation id; ``continue_last``
     reopens the newest; ``tools`` is an explicit tool list (``--tool``), which
-    is exactly that list; ``transport`` is ``tui`` or ``ask``."""
+    is exactly that list; ``transport`` is ``tui``, ``ask`` or ``mcp``;
+    ``ask`` is the person's answer to an approval (the TUI's modal; ``None``
+    in ``wisp ask``, where only the allow list counts); ``channel``,
+    ``thread`` and ``sender`` name the exchange's origin for episodic memory
+    (``None``: the conversation, none, the local user). ``side_call`` is the
+    :class:`~wisp.core.sidecall.SideCall` for wisp's own requests (``None``:
+    the session's model, through its link; a test hands in a scripted one),
+    and ``extra_tools`` are tools an embedding program gives beside the
+    named ones (made already; they join the registry after them)."""
 
     workdir: Path = field(default_factory=Path.cwd)
     continue_last: bool = False
     resume: int | None = None
     tools: list[str] | None = None
     transport: str = "tui"
+    ask: AskFunction | None = None
+    channel: str | None = None
+    thread: str | None = None
+    sender: str | None = None
+    side_call: SideCall | None = None
+    extra_tools: tuple[Tool, ...] = ()
 
 
 class SessionError(Exception):
@@ -47,121 +82,180 @@ class SessionError(Exception):
     The message is one line saying what to do."""
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`settle` decided before anything is built:
+    ``conversation_id`` (``None`` for a new conversation, created at its
+    first turn), ``workdir`` (the conversation's directory), ``agents_md``
+    (its AGENTS.md, or ``None``), ``tool_choice`` (which tools and from
+    where) and ``tools_kept`` (the list is the one the resumed conversation
+    was started with by ``--tool``)."""
+
+    conversation_id: int | None
+    workdir: Path
+    agents_md: AgentsMd | None
+    tool_choice: ToolChoice
+    tools_kept: bool = False
+
+
+async def settle(options: SessionOptions, config: Config, store: Store) -> Plan:
+    """Settle the conversation, its working directory and its tools.
+
+    ``--resume ID`` takes that conversation (:class:`SessionError` when there
+    is none); ``--continue`` the newest (a new one when none is stored). A
+    resumed conversation works in its own directory and keeps a tool list
+    it was started with by ``--tool`` unless ``--tool`` is given again. The
+    tools come from ``--tool``, else the directory's AGENTS.md ``tools:``
+    line, else config ``tools.enabled`` (plus ``memory`` when
+    ``context.memory`` is on): :func:`wisp.core.toolset.choose_tools`.
+    Raises :class:`SessionError` for an unknown tool or an unreadable
+    AGENTS.md tools line."""
+    conversation = None
+    if options.resume is not None:
+        conversation = await store.get_conversation(options.resume)
+        if conversation is None:
+            raise SessionError(f"no conversation {options.resume}; `wisp conversations` lists them")
+    elif options.continue_last:
+        conversation = await store.last_conversation()
+    workdir = Path(options.workdir).resolve()
+    tools = options.tools
+    kept = False
+    if conversation is not None:
+        if tools is None:  # a conversation started with --tool keeps exactly that list
+            stored = await store.conversation_tools(conversation.id)
+            if stored is not None:
+                tools, kept = stored, True
+        if conversation.workdir:
+            workdir = Path(conversation.workdir)
+    try:
+        agents = load_agents_md(workdir)
+        choice = choose_tools(tools, agents, config)
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
+    if kept:
+        choice = ToolChoice(choice.names, choice.source, "--tool, kept by the conversation")
+    elif choice.source == "config" and config.get("context.memory") and "memory" not in choice.names:
+        # context.memory on: a conversation given every tool gets memory too; an
+        # explicit list (--tool, AGENTS.md) is exactly that list (issue "The memory tool")
+        choice = ToolChoice([*choice.names, "memory"], choice.source, choice.detail + " and context.memory")
+    return Plan(conversation.id if conversation else None, workdir, agents, choice, kept)
+
+
 class Session:
     """An open session. Use ``async with await Session.open(options)`` or call
-    :meth:`close`. Attributes: ``config``, ``store``, ``audit``, ``agent``,
-    ``conversation_id`` (None until the first turn of a new conversation),
-    ``endpoint_label``, ``model_name``, ``endpoint_error`` (str or None),
-    ``tool_choice`` (which tools and from where), ``project_instructions``
-    (AGENTS.md's text, or None), ``startup_problems`` and ``approvals``
-    (the :class:`~wisp.core.tools.approval.Approvals`; the TUI sets its
-    ``ask``)."""
+    :meth:`close`.
 
-    def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog):
+    Attributes: ``config``, ``store``, ``audit``, ``plan``, ``workdir``,
+    ``conversation_id`` (``None`` until the first turn of a new
+    conversation), ``link`` (the :class:`~wisp.core.model.link.ModelLink`),
+    ``side_call``, ``notes``, ``tools``, ``context``, ``approvals``,
+    ``capture``, ``agent``; and, for views, ``endpoint``,
+    ``endpoint_label``, ``model_name``, ``endpoint_error``,
+    ``context_window``, ``tool_choice``, ``tool_names``, ``tools_kept``,
+    ``agents_md``, ``project_instructions`` (AGENTS.md's text, or ``None``)
+    and ``startup_problems`` (one-line warnings to show).
+    """
+
+    def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog, plan: Plan):
         self.options = options
         self.config = config
         self.store = store
         self.audit = audit
-        self.workdir = Path(options.workdir).resolve()
-        self.conversation_id: int | None = None
-        #: True when the tool list is the one the resumed conversation was started with.
-        self.tools_kept = False
-        self.endpoint: mb.Endpoint | None = None
-        self.endpoint_label = "not connected"
-        self.model_name = ""
-        self.endpoint_error: str | None = None
-        self.context_window: int | None = None
-        self._resolved: Any = None
-        registry = self._load_project()
-        self.agent = Agent(
-            store=store, audit=audit, endpoint=None, tools=registry, workdir=self.workdir,
-            config=config,
-            settings=AgentSettings(max_steps=int(config.get("agent.max_steps")),
-                                   think=str(config.get("model.think"))),
-        )
-        # Tools that act ask first; AGENTS.md's instructions reach the model (issue "Tools that act").
+        self.plan = plan
+        self.workdir = plan.workdir
+        self.conversation_id = plan.conversation_id
+        self.link = ModelLink(config)
+        self.side_call: SideCall = options.side_call or LinkSideCall(self.link)
+        self.notes = ModelNotes.over(store, audit)
+        self.tools = build_registry(plan.tool_choice.names, memory=MemoryBinding(
+            store, audit, self.notes, self.side_call, lambda: self.link.context_window, config),
+            extra=options.extra_tools)
+        agents = plan.agents_md
+        self.context = ContextManager(
+            store, audit, config, workdir=self.workdir, tools=self.tools, model=self.link,
+            side_call=self.side_call, notes=self.notes,
+            instructions=(agents.instructions, str(agents.path) if agents.path else "AGENTS.md")
+            if agents is not None and agents.instructions else (None, None))
+        # Tools that act ask first (issue "Tools that act")
         self.approvals = Approvals(config, audit, WorkspaceAllowList(Path(config.path).parent / "approvals.json"),
-                                   ask=None, transport=options.transport)
-        self.agent.approver = self.approvals
-        self.agent.project_instructions = self.project_instructions
-        # The layered context composes every request (issue "Layered context").
-        from .context.manager import ContextManager
-        self.context = ContextManager(self)
-        self.context.install(self.agent)
-        if "memory" in self.tool_names:  # the model's memory tool reads this session's record (issue "The memory tool")
-            from .memory.tool import attach_memory
-            attach_memory(self)
-        # Episodic memory: every exchange is captured (issue "Episodic memory").
-        from .episodes.capture import install_capture
-        install_capture(self)
+                                   ask=options.ask, transport=options.transport)
+        # Episodic memory: every exchange is captured (issue "Episodic memory")
+        self.capture = Capture(store, config, self.workdir,
+                               Origin(options.transport, options.channel, options.thread, options.sender),
+                               self.link)
+        self.agent = Agent(store=store, audit=audit, model=self.link, tools=self.tools, context=self.context,
+                           workdir=self.workdir, config=config, approver=self.approvals,
+                           observers=[self.capture], settings=self._settings())
 
-    def _load_project(self) -> ToolRegistry:
-        """Read the working directory's AGENTS.md and choose the tools: sets
-        ``agents_md``, ``tool_choice``, ``tool_names``, ``project_instructions``
-        (AGENTS.md without its tools line, or None) and ``startup_problems``
-        (one-line warnings to show). Raises :class:`SessionError` for an
-        unknown tool or an unreadable tools line (issue "Tools that act")."""
-        try:
-            self.agents_md = load_agents_md(self.workdir)
-            self.tool_choice = choose_tools(self.options.tools, self.agents_md, self.config)
-            if (self.tool_choice.source == "config" and self.config.get("context.memory")
-                    and "memory" not in self.tool_choice.names):
-                # context.memory on: a conversation given every tool gets memory too; an
-                # explicit list (--tool, AGENTS.md) is exactly that list (issue "The memory tool")
-                self.tool_choice.names.append("memory")
-                self.tool_choice.detail += " and context.memory"
-            registry = build_registry(self.tool_choice.names)
-        except ValueError as exc:
-            raise SessionError(str(exc)) from None
-        self.tool_names = self.tool_choice.names
-        self.project_instructions = self.agents_md.instructions if self.agents_md else None
-        self.startup_problems = list(self.agents_md.problems) if self.agents_md else []
-        return registry
+    # -- what views read -----------------------------------------------------
+
+    @property
+    def tool_choice(self) -> ToolChoice:
+        return self.plan.tool_choice
+
+    @property
+    def tool_names(self) -> list[str]:
+        return list(self.plan.tool_choice.names)
+
+    @property
+    def tools_kept(self) -> bool:
+        return self.plan.tools_kept
+
+    @property
+    def agents_md(self) -> AgentsMd | None:
+        return self.plan.agents_md
+
+    @property
+    def project_instructions(self) -> str | None:
+        return self.plan.agents_md.instructions if self.plan.agents_md else None
+
+    @property
+    def startup_problems(self) -> list[str]:
+        return list(self.plan.agents_md.problems) if self.plan.agents_md else []
+
+    @property
+    def endpoint(self) -> Any:
+        return self.link.endpoint
+
+    @property
+    def endpoint_label(self) -> str:
+        return self.link.label
+
+    @property
+    def model_name(self) -> str:
+        return self.link.model
+
+    @property
+    def endpoint_error(self) -> str | None:
+        return self.link.error
+
+    @property
+    def context_window(self) -> int | None:
+        return self.link.context_window
+
+    def _settings(self) -> AgentSettings:
+        return AgentSettings(max_steps=int(self.config.get("agent.max_steps")),
+                             think=str(self.config.get("model.think")))
+
+    # -- opening and closing -----------------------------------------------------
 
     @classmethod
     async def open(cls, options: SessionOptions, config: Config | None = None) -> "Session":
-        """Load the config, open the store and the audit log, and pick the
-        conversation (``--continue``/``--resume``). Raises :class:`SessionError`
-        (and :class:`wisp.core.config.ConfigError` for a bad config file)."""
+        """Load the config, open the store and the audit log, settle the
+        conversation (:func:`settle`), then build the session. Raises
+        :class:`SessionError` (and :class:`wisp.core.config.ConfigError` for a
+        bad config file)."""
         config = config or Config.load()
-        store = await Store.open(config.db_path)
-        await store.recover_open_turns()
-        audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
-                         max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+        store = await open_store(config.db_path)
         try:
-            session = cls(options, config, store, audit)
-            if options.resume is not None:
-                conv = await store.get_conversation(options.resume)
-                if conv is None:
-                    raise SessionError(f"no conversation {options.resume}; "
-                                       "`wisp conversations` lists them")
-                session.conversation_id = conv.id
-            elif options.continue_last:
-                conv = await store.last_conversation()
-                if conv is not None:
-                    session.conversation_id = conv.id
+            await store.recover_open_turns()
+            audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
+                             max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+            plan = await settle(options, config, store)
+            return cls(options, config, store, audit, plan)
         except BaseException:
             await store.close()
             raise
-        if session.conversation_id is not None:
-            conv = await store.get_conversation(session.conversation_id)
-            if options.tools is None:  # a conversation started with --tool keeps exactly that list
-                kept = await store.conversation_tools(session.conversation_id)
-                if kept is not None:
-                    session.options.tools = kept
-                    session.tools_kept = True
-            if conv is not None and (conv.workdir or session.tools_kept):
-                session.workdir = Path(conv.workdir or session.workdir)
-                session.agent.workdir = session.workdir
-                try:  # the conversation's own directory has its own AGENTS.md
-                    session.agent.tools = session._load_project()
-                except SessionError:
-                    await store.close()
-                    raise
-                session.agent.project_instructions = session.project_instructions
-                if session.tools_kept:
-                    session.tool_choice.detail = "--tool, kept by the conversation"
-        return session
 
     async def __aenter__(self) -> "Session":
         return self
@@ -169,43 +263,19 @@ class Session:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    def endpoint_settings(self) -> EndpointSettings:
-        """The endpoint settings from config ``model.*``."""
-        c = self.config
-        return EndpointSettings(
-            provider=c.get("model.provider"), endpoint=c.get("model.endpoint"),
-            name=c.get("model.name"), api_key_env=c.get("model.api_key_env"),
-            gguf=c.get("model.gguf"), timeout_s=float(c.get("model.timeout_s")),
-            load_wait_s=float(c.get("model.load_wait_s")),
-        )
+    async def connect(self, on_status: Callable[[str], Awaitable[Any] | Any] | None = None) -> bool:
+        """Resolve the endpoint (which may start the embedded server) and its
+        window (:meth:`wisp.core.model.link.ModelLink.connect`). ``on_status``
+        gets a short line before slow steps. Returns False and sets
+        ``endpoint_error`` on failure; never raises an endpoint error."""
+        return await self.link.connect(on_status=on_status)
 
-    async def connect(self, on_status: Callable[[str], Any] | None = None) -> bool:
-        """Resolve the endpoint (which may start the embedded server) and the
-        context window (config ``model.context_window``, else what the endpoint
-        says, else the embedded server's ``n_ctx``, else 4,096 tokens).
-        ``on_status`` gets a short line before slow steps. Returns False and
-        sets ``endpoint_error`` on failure; never raises an endpoint error."""
-        try:
-            resolved = await resolve_endpoint(self.endpoint_settings(), on_status=on_status)
-        except mb.EndpointError as exc:
-            self.endpoint_error = str(exc)
-            self.endpoint_label = "no endpoint"
-            return False
-        self._resolved = resolved
-        self.endpoint = resolved.endpoint
-        self.endpoint_label = resolved.label
-        self.model_name = resolved.endpoint.model
-        window = self.config.get("model.context_window") or resolved.context_window
-        if window is None:
-            try:
-                window = await resolved.endpoint.context_length()
-            except mb.EndpointError:
-                window = None
-        self.context_window = int(window or DEFAULT_CONTEXT_WINDOW)
-        self.agent.endpoint = resolved.endpoint
-        self.agent.settings.context_window = self.context_window
-        self.endpoint_error = None
-        return True
+    async def close(self) -> None:
+        """Close the endpoint's client, stop an embedded server, close the store."""
+        await self.link.close()
+        await self.store.close()
+
+    # -- turns -------------------------------------------------------------------------
 
     async def ensure_conversation(self) -> int:
         """The current conversation's id, creating it on first use."""
@@ -230,8 +300,7 @@ class Session:
         ``busy`` and no turn: two processes would interleave their turns.
         """
         conversation = await self.ensure_conversation()
-        self.agent.settings.max_steps = int(self.config.get("agent.max_steps"))
-        self.agent.settings.think = str(self.config.get("model.think"))
+        self.agent.settings = self._settings()
         owner = await self.store.running_elsewhere(conversation)
         if owner is not None:
             yield ev.Error("busy", f"Conversation {conversation} has a turn running in another wisp "
@@ -244,23 +313,13 @@ class Session:
             yield item
         await self.store.touch_conversation(conversation)
 
-    async def close(self) -> None:
-        """Close the endpoint's client, stop an embedded server, close the store."""
-        if self.endpoint is not None:
-            try:
-                await self.endpoint.aclose()
-            except Exception:
-                pass
-        if self._resolved is not None and getattr(self._resolved, "embedded", None) is not None:
-            await self._resolved.embedded.stop()
-        await self.store.close()
+    async def refine_memory(self) -> RefineReport | None:
+        """One run of episodic memory's refinement through this session's
+        model (the TUI's timer). Never raises; ``None`` on an unexpected
+        failure (issue "Episodic memory")."""
+        return await refine_with(self.store, self.config, self.side_call, trigger="tui")
 
 
 def _title(prompt: str) -> str:
     line = " ".join(prompt.split())
     return line[:60] + ("…" if len(line) > 60 else "")
-
-
-def api_key_from_env(name: str | None) -> str | None:
-    """The API key from the environment variable ``name`` (never stored)."""
-    return os.environ.get(name) if name else None

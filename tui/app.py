@@ -59,6 +59,8 @@ class WispApp(App[int]):
                  connect: bool = True) -> None:
         super().__init__()
         self.options = options or SessionOptions()
+        if self.options.ask is None:  # commands wait for the person's say (tui/approval.py)
+            self.options.ask = self.ask_approval
         self._config = config
         self._connect = connect
         self.session: Session | None = None
@@ -108,7 +110,6 @@ class WispApp(App[int]):
             return
         s = self.session
         self.status.conversation = s.conversation_id
-        s.approvals.ask = self.ask_approval  # commands wait for the person's say (tui/approval.py)
         for problem in getattr(s, "startup_problems", []):
             await self.chat.add(Notice(problem, "warning"))
         if s.conversation_id is not None:
@@ -305,11 +306,9 @@ class WispApp(App[int]):
     async def refine_memory(self) -> None:
         """Run episodic memory's refinement once (the work is in core); skipped
         while a reply streams or the session closes, to be tried next time."""
-        from wisp.core.episodes.refine import refine_in_session
-
         busy = self.turn_worker is not None and self.turn_worker.is_running
         if self.session is not None and not self._session_closing and not busy:
-            await refine_in_session(self.session)
+            await self.session.refine_memory()
 
     async def ask_approval(self, request: Any) -> tuple[str, str | None]:
         """Ask the person about a command in the approval modal; returns

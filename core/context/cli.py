@@ -1,4 +1,4 @@
-"""``wisp inspect context [--conversation ID] [--json]``: the next request, in the shell.
+"""The parser of ``wisp inspect context [--conversation ID] [--json]``: the next request, in the shell.
 
 Issue "Layered context": prints what ``/inspect context`` shows (one row per
 layer with tokens, share of the window, items and a hint; the tokens left;
@@ -12,11 +12,9 @@ report says which.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
-__all__ = ["add_inspect_parser", "run_inspect"]
+__all__ = ["add_inspect_parser"]
 
 
 def add_inspect_parser(sub: Any) -> None:
@@ -26,31 +24,3 @@ def add_inspect_parser(sub: Any) -> None:
     ctx = ins_sub.add_parser("context", help="the layers of the next request and its exact messages")
     ctx.add_argument("--conversation", type=int, metavar="ID", help="the conversation (default: the last one)")
     ctx.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-async def run_inspect(args: argparse.Namespace) -> int:
-    """Run ``wisp inspect context``; returns the exit code (0, or 2 for an
-    unknown conversation or none stored, with one line on stderr)."""
-    from ..session import Session, SessionError, SessionOptions
-    from .inspect import inspect_context
-
-    if getattr(args, "inspect_command", None) != "context":
-        print("wisp: error: say what to inspect: wisp inspect context", file=sys.stderr)
-        return 2
-    options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None, transport="ask")
-    try:
-        session = await Session.open(options)
-    except SessionError as exc:
-        print(f"wisp: error: {exc}", file=sys.stderr)
-        return 2
-    async with session:
-        if session.conversation_id is None:
-            print("wisp: error: no conversation is stored yet; start one with `wisp` or `wisp ask`",
-                  file=sys.stderr)
-            return 2
-        report = await inspect_context(session.context, session.conversation_id)
-    if args.json:
-        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print(report.to_text())
-    return 0

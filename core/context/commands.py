@@ -1,9 +1,8 @@
 """Slash commands of the layered context: ``/fact``, ``/task``, ``/show``, ``/inspect``.
 
-Registered with :func:`wisp.core.commands.command` (this module is imported
-at the bottom of :mod:`wisp.core.commands`). None of them calls the model
+Listed in :data:`wisp.core.commands.COMMANDS`. None of them calls the model
 (issue "Layered context", "Seeing it, at no model cost"). Each returns a
-:class:`~wisp.core.commands.CommandResult` whose ``data`` carries the
+:class:`~wisp.core.command_base.CommandResult` whose ``data`` carries the
 material (a :class:`~wisp.core.context.show.ShowMaterial`, a
 :class:`~wisp.core.context.inspect.ContextReport`, facts as dicts) so that
 the TUI can open a view for it.
@@ -13,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..commands import CommandResult, command
+from ..command_base import CommandResult
 from .facts import FactError, fact_line, parse_assignment
 from .inspect import inspect_context
 from .show import ShowError, show_entry, show_fact, show_turn
@@ -48,9 +47,7 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-@command("fact", "/fact [SUBJECT [NAME] = VALUE | history NAME | forget ID | keep ID]",
-         "list the facts, set one, show its versions, forget or keep one")
-async def _fact(session: Any, words: list[str], rest: str) -> CommandResult:
+async def fact_command(session: Any, words: list[str], rest: str) -> CommandResult:
     manager = _manager(session)
     conversation = session.conversation_id
     if not rest:
@@ -119,9 +116,7 @@ async def _fact(session: Any, words: list[str], rest: str) -> CommandResult:
                          data=fact.to_dict())
 
 
-@command("task", "/task [THE TASK; objective: WHAT DONE LOOKS LIKE | clear]",
-         "show, set or clear the conversation's task")
-async def _task(session: Any, words: list[str], rest: str) -> CommandResult:
+async def task_command(session: Any, words: list[str], rest: str) -> CommandResult:
     manager = _manager(session)
     conversation = session.conversation_id
     if not rest:
@@ -148,9 +143,7 @@ async def _task(session: Any, words: list[str], rest: str) -> CommandResult:
                          data=fact.to_dict() if fact else None)
 
 
-@command("show", "/show entry N | turn N | fact NAME",
-         "show an entry, a turn or a fact's versions in full (not sent to the model)")
-async def _show(session: Any, words: list[str], rest: str) -> CommandResult:
+async def show_command(session: Any, words: list[str], rest: str) -> CommandResult:
     if len(words) < 2:
         return CommandResult(SHOW_USAGE, error=True)
     what = words[0].lower()
@@ -174,8 +167,7 @@ async def _show(session: Any, words: list[str], rest: str) -> CommandResult:
     return CommandResult(material.to_markdown(), title="show", data=material)
 
 
-@command("inspect", "/inspect context", "the next request layer by layer, and its exact messages (no model cost)")
-async def _inspect(session: Any, words: list[str], rest: str) -> CommandResult:
+async def inspect_command(session: Any, words: list[str], rest: str) -> CommandResult:
     if words and words[0].lower() != "context":
         return CommandResult("Usage: /inspect context", error=True)
     report = await inspect_context(_manager(session), session.conversation_id or 0)

@@ -46,7 +46,7 @@ from .task import task_visible
 from ..tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
 from .turns import ToolFlags, render_turn
 
-__all__ = ["LAYERS", "CONTEXT_RULE", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
+__all__ = ["LAYERS", "SYSTEM_RULES", "CONTEXT_RULE", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
            "TurnSlice", "build", "Composer", "facts_layer_text", "task_layer_text", "REF_INDEX_SHARE"]
 
 #: Layer keys and names, in the order of the request.
@@ -62,6 +62,12 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("current", "current turn"),
 )
 
+#: The system rules every request starts with (issue "wisp runs end to end").
+SYSTEM_RULES = (
+    "You are wisp, a helpful assistant running on the person's own machine. "
+    "Answer clearly and briefly. Use the tools when you need to read files or "
+    "learn about the machine; do not guess at a file's contents."
+)
 #: The rule every conversation gets about the layers below the rules.
 CONTEXT_RULE = (
     "Earlier tool outputs may stand as references, such as [output of entry 7 not repeated: …]; "

@@ -1,55 +1,61 @@
-"""The layered context of one session: facts, task, running summary, composer, hooks.
+"""The layered context of one session: the request composed from the record, and the hooks around a turn.
 
-:class:`ContextManager` is what a :class:`wisp.core.session.Session` plugs
-into its agent (issue "Layered context"):
+:class:`ContextManager` is built once by :class:`wisp.core.session.Session`,
+after the session knows its conversation's working directory, tools and
+project instructions (issue "One core, built once"). The agent asks it:
 
-- ``agent.composer`` = :meth:`ContextManager.compose_messages` (the
-  request's messages from the layers);
-- ``agent.before_request`` gets :meth:`ContextManager.before_request`,
-  which, before each request, records the ``workdir`` and ``branch`` facts
-  (a changed branch becomes a new version), records ``tests`` facts from
-  test runs the turn's tools reported, folds the last request's reported
-  prompt tokens into the model's calibration, and writes a running summary
-  when the oldest turns must leave the window;
-- ``agent.after_turn`` gets :meth:`ContextManager.after_turn`, which
-  records the model's notes and task proposals of the turn
-  (wisp-memory-tool.txt: "recorded when the turn ends") and calibrates.
+- :meth:`ContextManager.prepare` before each request: the ``workdir`` and
+  ``branch`` facts (a changed branch becomes a new version), ``tests``
+  facts from test runs the turn's tools reported, and, when the oldest
+  turns must leave the window, a running summary written through the side
+  call handed in; then the request, composed once from the record
+  (:class:`~wisp.core.context.composer.ComposedContext`: messages, tool
+  schemas, layers, tokens, calibration);
+- :meth:`ContextManager.record_usage` after each request: the endpoint's
+  prompt count folded into the model's calibration;
+- :meth:`ContextManager.after_turn` when a turn ends: the model's notes
+  (:class:`~wisp.core.context.notes.ModelNotes`) recorded, test runs after
+  the last request read.
 
-Public API for tools (issue "memory tool", issue "Tools that act"):
-:meth:`record_fact`, :meth:`record_test_run`, :meth:`note`,
-:meth:`propose_task`, :meth:`recall_fact`, and the books ``facts``
-(:class:`~wisp.core.context.facts.FactBook`), ``tasks``
-(:class:`~wisp.core.context.task.TaskBook`), ``summaries``
-(:class:`~wisp.core.context.summary.SummaryBook`); entries and turns are
-read with :mod:`wisp.core.context.recall`. Events for changes made by tools
-during a turn are queued and yielded by the next hook, so views refresh.
-
-The manager never imports Textual and calls the endpoint only for the
-running summary's side call.
+:meth:`ContextManager.compose` composes the next request with no side effect
+(``/inspect context``, ``wisp inspect context``). Nothing here imports
+``core/model``: the model is reached only through the
+:class:`~wisp.core.sidecall.SideCall` handed in, and the connection's state
+is read from a :class:`ModelState`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Iterable, Protocol
 
 from .. import events as ev
+from ..sidecall import SideCall
+from ..tokens import window_from
 from .calibration import Calibration, CalibrationState
-from .composer import ComposedContext, Composer, FactView
-from .facts import Fact, FactBook, FactError, FactOutcome, fact_line, history_text, parse_assignment
+from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, build
+from .facts import Fact, FactOutcome, fact_event, fact_line
+from .notes import ModelNotes, fact_history
 from .summariser import Summariser
-from .summary import SummaryBook, SummaryVersion, turn_ranges
-from .task import TaskBook, TaskResult, parse_task
+from .summary import SummaryVersion, turn_ranges
 from .testruns import parse_test_output, fact_name_for_command
 from .turns import ToolFlags
 from .workspace import current_branch
 
-__all__ = ["ContextManager", "PanelState", "DEFAULT_CONTEXT_WINDOW", "NOTES_PER_TURN"]
+__all__ = ["ContextManager", "ModelState", "PanelState", "Prepared"]
 
-#: The window (tokens) when neither config, endpoint nor calibration knows it.
-DEFAULT_CONTEXT_WINDOW = 4096
-#: The model may note at most this many facts (and tasks) a turn (wisp-memory-tool.txt, "note").
-NOTES_PER_TURN = 12
+
+class ModelState(Protocol):
+    """What the context reads of the session's connection to its model
+    (:class:`wisp.core.model.link.ModelLink` is one): ``model`` (its name,
+    ``""`` when not connected), ``reported_window`` (tokens the endpoint
+    reported, or ``None``) and ``endpoint`` (``None`` while not connected)."""
+
+    model: str
+    reported_window: int | None
+    endpoint: Any
 
 
 @dataclass
@@ -62,10 +68,13 @@ class PanelState:
     summary: SummaryVersion | None = None
 
 
-def fact_event(fact: Fact, action: str = "recorded") -> ev.FactChanged:
-    """The :class:`~wisp.core.events.FactChanged` event for a fact version."""
-    return ev.FactChanged(conversation=fact.conversation_id, fact=fact.vid, subject=fact.subject, name=fact.name,
-                          value=fact.value, source=fact.source, action=action, proposal=fact.proposal)
+@dataclass
+class Prepared:
+    """The next request, composed once (:attr:`context`), and the events of
+    what preparing it changed (facts, summary versions, notices)."""
+
+    context: ComposedContext
+    events: list[ev.AgentEvent] = field(default_factory=list)
 
 
 def _with_status(summary: str, status: int | None) -> str:
@@ -79,120 +88,113 @@ def _with_status(summary: str, status: int | None) -> str:
 
 
 class ContextManager:
-    """The layered context for one session.
+    """The layered context for one session (see the module doc).
 
-    ``ContextManager(session)`` reads, when it needs them, the session's
-    ``store``, ``audit``, ``config``, ``agent`` (its settings' system rules
-    and context window, its tool registry and endpoint), ``workdir``,
-    ``context_window``, ``model_name`` and ``conversation_id``. Set
-    :attr:`instructions` (and :attr:`instructions_source`, e.g. the path of
-    AGENTS.md) to give the project's instructions a layer; a session
-    attribute ``project_instructions`` is read when it is not set.
+    ``store``, ``audit`` and ``config`` are the session's; ``workdir`` its
+    conversation's directory; ``tools`` the conversation's
+    :class:`~wisp.core.tools.ToolRegistry` (its schemas and which tools only
+    read); ``model`` a :class:`ModelState`; ``side_call`` the
+    :class:`~wisp.core.sidecall.SideCall` for the running summary (``None``:
+    none is written); ``notes`` the session's
+    :class:`~wisp.core.context.notes.ModelNotes` (whose books this uses);
+    ``instructions`` the project's instructions and their source
+    (AGENTS.md's path), or ``(None, None)``.
     """
 
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        store, audit = session.store, session.audit
-        self.facts = FactBook(store, audit)
-        self.tasks = TaskBook(self.facts)
-        self.summaries = SummaryBook(store, audit)
+    def __init__(self, store: Any, audit: Any, config: Any, *, workdir: Path, tools: Any, model: ModelState,
+                 side_call: SideCall | None, notes: ModelNotes,
+                 instructions: tuple[str | None, str | None] = (None, None),
+                 system_rules: str = SYSTEM_RULES) -> None:
+        self.store = store
+        self.audit = audit
+        self.config = config
+        self.workdir = str(workdir)
+        self.tools = tools
+        self.model_state = model
+        self.notes = notes
+        self.facts = notes.facts
+        self.tasks = notes.tasks
+        self.summaries = notes.summaries_book
         self.calibration = Calibration(store)
         self.composer = Composer(store, self.facts, self.summaries)
-        self.summariser = Summariser(store, self.summaries, lambda: getattr(session.agent, "endpoint", None), audit)
-        self.instructions: str | None = None
-        self.instructions_source: str | None = None
+        self.summariser = Summariser(store, self.summaries, side_call, audit)
+        self.instructions, self.instructions_source = instructions
+        self.system_rules = system_rules
+        self.flags = ToolFlags.from_registry(tools)
         self._pending: list[ev.AgentEvent] = []
         self._scanned: dict[int, int] = {}
-        self._seen_usage: Any = None
-        self._notes: dict[tuple[int, int | None], list[tuple[str, Any]]] = {}
         self._over_budget_warned: dict[int, int] = {}
-
-    # -- wiring ------------------------------------------------------------------
-
-    def install(self, agent: Any) -> None:
-        """Plug into ``agent``: its composer and a before-request and an after-turn hook."""
-        agent.composer = self.compose_messages
-        if self.before_request not in agent.before_request:
-            agent.before_request.append(self.before_request)
-        if self.after_turn not in agent.after_turn:
-            agent.after_turn.append(self.after_turn)
-
-    @property
-    def store(self) -> Any:
-        return self.session.store
-
-    @property
-    def audit(self) -> Any:
-        return self.session.audit
 
     def _config(self, key: str, default: Any) -> Any:
         try:
-            value = self.session.config.get(key)
+            value = self.config.get(key)
         except Exception:
             return default
         return default if value is None else value
 
-    def flags(self) -> ToolFlags:
-        """The reference forms' view of the conversation's tools."""
-        return ToolFlags.from_registry(self.session.agent.tools)
-
-    def project_instructions(self) -> tuple[str | None, str | None]:
-        """``(text, source)`` of the project's instructions, or ``(None, None)``."""
-        if self.instructions:
-            return self.instructions, self.instructions_source
-        value = getattr(self.session, "project_instructions", None)
-        if isinstance(value, str) and value.strip():
-            path = getattr(getattr(self.session, "agents_md", None), "path", None)
-            return value, (str(path) if path else "AGENTS.md")
-        text = getattr(value, "text", None)
-        if isinstance(text, str) and text.strip():
-            return text, str(getattr(value, "path", "") or "") or None
-        return None, None
-
     async def model(self, conversation: int | None) -> str | None:
-        """The model's name: the session's, else the conversation's stored one."""
-        if getattr(self.session, "model_name", ""):
-            return self.session.model_name
+        """The model's name: the connected one, else the conversation's stored one."""
+        if self.model_state.model:
+            return self.model_state.model
         if conversation is not None:
             conv = await self.store.get_conversation(conversation)
             if conv is not None:
                 return conv.model
         return None
 
-    async def window(self, conversation: int | None) -> tuple[int, str]:
-        """The context window (tokens) and where it came from: config
-        ``model.context_window``, the endpoint (a connected session), the last
-        window seen for the model (calibration table), or the default."""
-        configured = self._config("model.context_window", None)
-        if configured:
-            return int(configured), "config model.context_window"
-        live = getattr(self.session.agent.settings, "context_window", None) or getattr(self.session, "context_window", None)
-        if live:
-            return int(live), "the endpoint"
-        state = await self.calibration.get(await self.model(conversation))
-        if state.context_window:
-            return int(state.context_window), "last seen for this model"
-        return DEFAULT_CONTEXT_WINDOW, "default"
+    async def window(self, conversation: int | None, model: str | None = None) -> tuple[int, str]:
+        """The context window (tokens) and where it came from
+        (:func:`wisp.core.tokens.window_from`)."""
+        reported = self.model_state.reported_window if self.model_state.endpoint is not None else None
+        last_seen = None
+        if not self._config("model.context_window", None) and not reported:
+            last_seen = (await self.calibration.get(model or await self.model(conversation))).context_window
+        return window_from(self._config("model.context_window", None), reported, last_seen)
 
     # -- composing ------------------------------------------------------------------
 
-    async def compose(self, conversation: int) -> ComposedContext:
-        """The next request of ``conversation`` with its layers (no side effects)."""
+    async def _inputs(self, conversation: int) -> ComposeInputs:
         model = await self.model(conversation)
-        window, source = await self.window(conversation)
+        window, source = await self.window(conversation, model)
         cal = await self.calibration.get(model)
-        text, src = self.project_instructions()
-        return await self.composer.compose(
-            conversation, system_rules=self.session.agent.settings.system_rules, registry=self.session.agent.tools,
-            window=window, reserve=int(self._config("context.reserve", 1024)),
-            recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective, instructions=text,
-            instructions_source=src, window_source=source, model=model, calibration_samples=cal.samples)
+        return await self.composer.inputs(
+            conversation, system_rules=self.system_rules, registry=self.tools, window=window,
+            reserve=int(self._config("context.reserve", 1024)),
+            recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
+            instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
+            model=model, calibration_samples=cal.samples)
 
-    async def compose_messages(self, conversation: int) -> list[dict[str, Any]]:
-        """``agent.composer``: the messages of the next request."""
-        ctx = await self.compose(conversation)
-        self.session.agent.calibrated_ratio = ctx.ratio  # the agent's window check and status use it too
-        return ctx.messages
+    async def compose(self, conversation: int) -> ComposedContext:
+        """The next request of ``conversation`` with its layers, composed
+        from the record with no side effect (``/inspect context``)."""
+        return build(await self._inputs(conversation))
+
+    async def prepare(self, conversation: int, turn: int) -> Prepared:
+        """Before each request of turn ``turn``: record the workspace and test
+        facts, write a running summary when turns must leave the window, and
+        compose the request once (see the module doc). Never raises for the
+        side call's failure (it becomes a notice)."""
+        events = self._drain()
+        events += await self.observe_workspace(conversation, turn)
+        events += await self.scan_test_runs(conversation, turn)
+        inputs = await self._inputs(conversation)
+        ctx = build(inputs)
+        if ctx.must_leave:
+            more, ctx = await self._summarise(inputs, ctx, turn)
+            events += more
+        return Prepared(ctx, events)
+
+    async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None:
+        """Fold one request's reported prompt tokens (``reported``) against
+        wisp's estimate of it (``estimated``, uncalibrated) into the model's
+        calibration, and remember the window in use for the model."""
+        model = await self.model(conversation)
+        await self.calibration.observe(model, reported, estimated)
+        if self.model_state.endpoint is not None:
+            window, _ = await self.window(conversation, model)
+            state = await self.calibration.get(model)
+            if state.context_window != window:
+                await self.calibration.remember_window(model, window)
 
     async def calibration_state(self, conversation: int | None) -> CalibrationState:
         """The model's calibration."""
@@ -204,44 +206,63 @@ class ContextManager:
         out, self._pending = self._pending, []
         return out
 
-    async def before_request(self, conversation: int, turn: int) -> list[ev.AgentEvent]:
-        """``agent.before_request``: workdir and branch facts, tests facts,
-        calibration, and a running summary when turns must leave the window."""
-        events = self._drain()
-        events += await self.observe_workspace(conversation, turn)
-        events += await self.scan_test_runs(conversation, turn)
-        await self._calibrate(conversation)
-        events += await self.summarise_if_needed(conversation, turn)
-        return events
-
     async def after_turn(self, record: Any) -> list[ev.AgentEvent]:
-        """``agent.after_turn``: the turn's notes and task proposals are
-        recorded, test runs after the last request are read, calibration."""
+        """When a turn has ended: test runs after its last request are read,
+        and the model's notes and task proposals are recorded
+        (wisp-memory-tool.txt: "recorded when the turn ends")."""
         conversation, turn = record.conversation, record.turn
         events = self._drain()
         events += await self.scan_test_runs(conversation, turn)
-        events += await self._record_notes(conversation, turn)
-        await self._calibrate(conversation)
+        events += await self.notes.record(conversation, turn)
         self._over_budget_warned.pop(conversation, None)
         return events
 
-    async def _calibrate(self, conversation: int) -> None:
-        usage = getattr(self.session.agent, "last_usage", None)
-        model = await self.model(conversation)
-        window = getattr(self.session.agent.settings, "context_window", None)
-        if usage is not None and usage is not self._seen_usage:
-            self._seen_usage = usage
-            await self.calibration.observe(model, usage.prompt, usage.estimated_prompt)
-        if window:
-            state = await self.calibration.get(model)
-            if state.context_window != window:
-                await self.calibration.remember_window(model, window)
+    async def _summarise(self, inputs: ComposeInputs, ctx: ComposedContext,
+                         turn: int) -> tuple[list[ev.AgentEvent], ComposedContext]:
+        """Write running summary versions for the turns that must leave
+        ``ctx``'s window; the events (versions, notices) and the request
+        built again from the same inputs with the new summary (no reload)."""
+        conversation = ctx.conversation
+        facts_text = "\n".join(fact_line(v.fact) for v in ctx.facts)
+        task = ctx.task or inputs.task
+        if task is not None:
+            facts_text += "\n" + fact_line(task)
+        outcome = await self.summariser.ensure(ctx, flags=ctx.flags, facts_text=facts_text, model=ctx.model,
+                                               context_window=ctx.window, turn=turn,
+                                               loaded=dict(inputs.ended))
+        events: list[ev.AgentEvent] = []
+        for v in outcome.versions:
+            events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
+        if outcome.failed:
+            events.append(ev.Notice(f"The running summary could not be written ({outcome.failed}); the older "
+                                    "turns stay whole and the previous summary stays.", level="warning"))
+        elif outcome.kept_whole:
+            missing = ", ".join(outcome.missing[:8]) + ("…" if len(outcome.missing) > 8 else "")
+            n = len(outcome.kept_whole)
+            which = f"turn{'s' if n != 1 else ''} {turn_ranges(outcome.kept_whole)} stay{'s' if n == 1 else ''}"
+            events.append(ev.Notice(f"The running summary left out {missing}, so {which} whole in the window.",
+                                    level="warning"))
+        after = ctx
+        if outcome.versions:
+            latest = outcome.versions[-1]
+            covered = set(latest.covers)
+            after = build(dataclasses.replace(inputs, summary=latest,
+                                              ended=[t for t in inputs.ended if t[0] not in covered]))
+        if after.over_budget and self._over_budget_warned.get(conversation) != turn:
+            self._over_budget_warned[conversation] = turn
+            events.append(ev.Notice(
+                f"This request needs about {after.total:,} tokens of a {after.budget:,}-token budget "
+                f"(window {after.window:,} less {after.reserve:,} reserved); turns leave the window only once "
+                "a running summary covers them. /inspect context shows what takes the room.", level="warning"))
+        return events, after
+
+    # -- facts from tools -----------------------------------------------------------------
 
     async def observe_workspace(self, conversation: int, turn: int | None) -> list[ev.AgentEvent]:
         """Record the ``workdir`` fact (the conversation's directory) and the
         ``branch`` fact (from git) when they differ from the current ones."""
         events: list[ev.AgentEvent] = []
-        workdir = str(getattr(self.session, "workdir", "") or "")
+        workdir = self.workdir
         if workdir:
             outcome = await self.facts.record(conversation, "workdir", "", workdir, source="tool",
                                               method="observed", tool="workdir", turn=turn)
@@ -262,7 +283,7 @@ class ContextManager:
         t = await self.store.get_turn(conversation, turn)
         if t is None:
             return []
-        flags = self.flags()
+        flags = self.flags
         events: list[ev.AgentEvent] = []
         last = self._scanned.get(conversation, 0)
         entries = await self.store.entries(conversation, t.id)
@@ -283,59 +304,20 @@ class ContextManager:
             tests = meta.get("tests")
             if isinstance(tests, dict) and tests.get("summary"):
                 # run_command read the run already (wisp.core.tools.test_results)
-                outcome = await self.record_fact(
+                outcome = await self._record_fact(
                     conversation, "tests", fact_name_for_command(command) if command.strip() else
                     str(tests.get("framework") or e.tool_name or "tests"),
                     _with_status(str(tests["summary"]), status), source="tool", method="tested",
                     tool=e.tool_name or "tool", turn=turn, entries=[e.number], notify=False)
             else:
-                outcome = await self.record_test_run(conversation, command=command, output=e.content,
+                outcome = await self._record_test_run(conversation, command=command, output=e.content,
                                                      exit_status=status, turn=turn, entry=e.number,
                                                      tool=e.tool_name or "tool", notify=False)
             if outcome is not None and outcome.recorded and outcome.fact:
                 events.append(fact_event(outcome.fact))
         return events
 
-    async def summarise_if_needed(self, conversation: int, turn: int | None) -> list[ev.AgentEvent]:
-        """Write running summary versions when the oldest turns must leave the
-        window; events for each version, and a notice for turns kept whole,
-        a failed side call, or a request still over its budget."""
-        ctx = await self.compose(conversation)
-        if not ctx.must_leave:
-            return []
-        facts_text = "\n".join(fact_line(v.fact) for v in ctx.facts)
-        if ctx.task is not None:
-            facts_text += "\n" + fact_line(ctx.task)
-        else:
-            task = await self.tasks.current(conversation)
-            if task is not None:
-                facts_text += "\n" + fact_line(task)
-        outcome = await self.summariser.ensure(ctx, flags=ctx.flags, facts_text=facts_text, model=ctx.model,
-                                               context_window=ctx.window, turn=turn)
-        events: list[ev.AgentEvent] = []
-        for v in outcome.versions:
-            events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
-        if outcome.failed:
-            events.append(ev.Notice(f"The running summary could not be written ({outcome.failed}); the older "
-                                    "turns stay whole and the previous summary stays.", level="warning"))
-        elif outcome.kept_whole:
-            missing = ", ".join(outcome.missing[:8]) + ("…" if len(outcome.missing) > 8 else "")
-            n = len(outcome.kept_whole)
-            which = f"turn{'s' if n != 1 else ''} {turn_ranges(outcome.kept_whole)} stay{'s' if n == 1 else ''}"
-            events.append(ev.Notice(f"The running summary left out {missing}, so {which} whole in the window.",
-                                    level="warning"))
-        after = await self.compose(conversation) if outcome.versions else ctx
-        if after.over_budget and turn is not None and self._over_budget_warned.get(conversation) != turn:
-            self._over_budget_warned[conversation] = turn
-            events.append(ev.Notice(
-                f"This request needs about {after.total:,} tokens of a {after.budget:,}-token budget "
-                f"(window {after.window:,} less {after.reserve:,} reserved); turns leave the window only once "
-                "a running summary covers them. /inspect context shows what takes the room.", level="warning"))
-        return events
-
-    # -- the API for tools and commands ------------------------------------------------
-
-    async def record_fact(self, conversation: int, subject: str, name: str, value: str, *, source: str,
+    async def _record_fact(self, conversation: int, subject: str, name: str, value: str, *, source: str,
                           method: str = "", tool: str | None = None, turn: int | None = None,
                           entries: Iterable[int] = (), notify: bool = True) -> FactOutcome:
         """Record a fact with the precedence rules (:meth:`FactBook.record`).
@@ -347,7 +329,7 @@ class ContextManager:
             self._pending.append(fact_event(outcome.fact))
         return outcome
 
-    async def record_test_run(self, conversation: int, *, command: str, output: str, exit_status: int | None,
+    async def _record_test_run(self, conversation: int, *, command: str, output: str, exit_status: int | None,
                               turn: int | None, entry: int | None, tool: str = "run_command",
                               notify: bool = True) -> FactOutcome | None:
         """Record the ``tests`` fact of a test run (result and failing tests,
@@ -358,81 +340,17 @@ class ContextManager:
         if run is None:
             return None
         name = fact_name_for_command(command) if command.strip() else (tool or "tests")
-        return await self.record_fact(conversation, "tests", name, run.value(), source="tool", method="tested",
+        return await self._record_fact(conversation, "tests", name, run.value(), source="tool", method="tested",
                                       tool=tool, turn=turn, entries=[entry] if entry is not None else [],
                                       notify=notify)
 
-    async def note(self, conversation: int, text: str, *, turn: int | None, entries: Iterable[int] = ()) -> str:
-        """The model's ``note SUBJECT NAME = VALUE`` (wisp-memory-tool.txt,
-        "note"): checks it now and returns the result line (``noted: …`` or
-        ``error: …``); a kept note is recorded when the turn ends, as the
-        model's proposal. ``note task …`` proposes the task."""
-        try:
-            subject, name, value = parse_assignment(text, command="note")
-        except FactError as exc:
-            return f"error: {exc}"
-        if subject == "task":
-            return await self.propose_task(conversation, value, turn=turn, entries=entries)
-        key = (conversation, turn)
-        if len(self._notes.get(key, [])) >= NOTES_PER_TURN:
-            return f"error: at most {NOTES_PER_TURN} notes a turn; the rest were not kept"
-        current = await self.facts.current_of(conversation, subject, name)
-        label = f"{subject} {name}" if name else subject
-        if current is not None and current.rank > 1:
-            who = "the person" if current.rank >= 3 else f"a tool ({current.tool or 'tool'})"
-            if current.value == value:
-                return f"noted: {label} = {value} (already so, as {who} set it)"
-            return f"error: {who} set {current.label}, and it stays: {current.value}"
-        self._notes.setdefault(key, []).append(("fact", (subject, name, value, tuple(entries))))
-        return f"noted: {label} = {value} (a proposal until the person keeps it)"
-
-    async def propose_task(self, conversation: int, text: str, *, turn: int | None,
-                           entries: Iterable[int] = (), method: str = "noted") -> str:
-        """The model's ``task THE TASK; objective: …``: refused (naming the task
-        that stays) when the person or a caller set one; else kept and
-        recorded when the turn ends. Returns the result line."""
-        try:
-            value = parse_task(text)
-        except FactError:
-            return "error: write task THE TASK; objective: WHAT DONE LOOKS LIKE"
-        key = (conversation, turn)
-        if len(self._notes.get(key, [])) >= NOTES_PER_TURN:
-            return f"error: at most {NOTES_PER_TURN} notes a turn; the rest were not kept"
-        current = await self.tasks.current(conversation)
-        if current is not None and current.rank > 1:
-            return f"error: the person set the task, and it stays: {current.value}"
-        self._notes.setdefault(key, []).append(("task", (value, method, tuple(entries))))
-        return f"noted the task: {value}"
-
-    async def _record_notes(self, conversation: int, turn: int) -> list[ev.AgentEvent]:
-        events: list[ev.AgentEvent] = []
-        for key in [k for k in self._notes if k[0] == conversation]:
-            for kind, data in self._notes.pop(key):
-                if kind == "fact":
-                    subject, name, value, entries = data
-                    outcome = await self.facts.record(conversation, subject, name, value, source="model",
-                                                      method="noted", turn=key[1] or turn, entries=entries)
-                else:
-                    value, method, entries = data
-                    result: TaskResult = await self.tasks.set(conversation, value, source="model", method=method,
-                                                              turn=key[1] or turn, entries=entries)
-                    outcome = result.outcome
-                if outcome is not None and outcome.recorded and outcome.fact:
-                    events.append(fact_event(outcome.fact))
-        return events
+    # -- what commands read -----------------------------------------------------------------
 
     async def recall_fact(self, conversation: int, query: str, *, for_model: bool = True) -> str:
         """A fact's history in the reference document's format, or one line
-        starting ``memory:`` saying what the conversation knows."""
-        groups = await self.facts.history(conversation, query)
-        if not groups:
-            known = await self.facts.subjects_known(conversation)
-            what = ", ".join(known) if known else "none yet"
-            return f'memory: no fact "{query}"; the conversation knows: {what}'
-        if for_model:
-            return history_text(query, groups)
-        return history_text(query, groups, recall_hint="/show entry N shows what a fact came from.",
-                            end_marker=None)
+        starting ``memory:`` saying what the conversation knows
+        (:func:`~wisp.core.context.notes.fact_history`)."""
+        return (await fact_history(self.facts, conversation, query, for_model=for_model))[0]
 
     async def panel_state(self, conversation: int | None) -> PanelState:
         """What the side panels show for ``conversation`` (empty for ``None``)."""

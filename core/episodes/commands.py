@@ -3,8 +3,8 @@
 ``/memory`` lists recent memories (``$WISP_WORKSPACE`` or every workspace),
 ``/memory show MEM-000001`` shows one with its sources, and ``/memory
 WORDS`` takes the words of the model's ``memories`` verb (search words and
-filters such as ``workspace website since 7d``). Registered with
-:func:`wisp.core.commands.command`; the TUI opens a list screen for a
+filters such as ``workspace website since 7d``). Listed in
+:data:`wisp.core.commands.COMMANDS`; the TUI opens a list screen for a
 result titled ``memory`` whose ``data`` holds ``memories`` (issue
 "Episodic memory across conversations", "In the TUI"). Costs the model
 nothing, and, like every slash command, is not captured as an exchange.
@@ -14,19 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..commands import CommandResult, command
+from ..command_base import CommandResult
 from .dates import DateError, memory_timezone
 from .ids import MemoryIdError, format_memory_id, parse_memory_id
 from .query import QueryError, find_memories, get_memory, memory_sources
 from .render import list_markdown, memory_dict, page_dict, show_markdown
 from .tool_verbs import parse_memories_request
 
-__all__ = ["memory_command"]
+__all__ = ["memory_command", "USAGE"]
 
 USAGE = "/memory [WORDS and filters | show MEM-000001]"
 
 
-@command("memory", USAGE, "episodic memory: recent memories, search them, or show one with its sources")
 async def memory_command(session: Any, words: list[str], rest: str) -> CommandResult:
     """``/memory``: see the module docstring. ``data`` of a listing is the
     page as JSON (:func:`~wisp.core.episodes.render.page_dict`); of ``show``,

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
+from wisp.core.database import open_store
 from wisp.core.config import Config
 from wisp.core.episodes.viewer import MemoryViewer, ViewerError, check_host
 from wisp.core.store import Store
@@ -30,7 +31,7 @@ EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)> & "quotes"'
 
 
 async def seed(db: Path) -> None:
-    async with await Store.open(db) as store:
+    async with await open_store(db) as store:
         a = await add_exchange(store, "plan the website launch", "Friday, after the DNS change.", workspace="website",
                                channel="3", requested_at="2025-03-04T14:05:00.000000Z",
                                finished_at="2025-03-04T14:06:00.000000Z")

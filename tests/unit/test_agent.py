@@ -192,7 +192,7 @@ async def test_connection_refused_is_an_error_event(wisp_home: Path, tmp_path: P
     srv.stop()  # nothing listens on that port any more
     session = await Session.open(SessionOptions(workdir=tmp_path))
     async with session as s:
-        s.agent.endpoint = OllamaEndpoint(url, "wisp-fake:latest", timeout_s=2)
+        s.link.endpoint = OllamaEndpoint(url, "wisp-fake:latest", timeout_s=2)
         events = await run(s, "hello")
         err = [e for e in events if isinstance(e, ev.Error)][0]
         assert err.kind == "unreachable" and url in err.message

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from wisp.core.database import open_store
 from wisp.core.audit import AuditLog
 from wisp.core.context.facts import (FactBook, FactError, fact_line, history_text, local_time,
                                      parse_assignment, parse_fact_id)
@@ -17,7 +18,7 @@ from wisp.core.store import Store
 
 @pytest.fixture
 async def book(tmp_path: Path):
-    store = await Store.open(tmp_path / "w.db")
+    store = await open_store(tmp_path / "w.db")
     audit = AuditLog(tmp_path / "audit")
     conv = await store.create_conversation(str(tmp_path))
     yield FactBook(store, audit), conv.id, audit

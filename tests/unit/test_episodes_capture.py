@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from wisp.core import events as ev
+from wisp.core.database import open_store
 from wisp.core.commands import run_command
 from wisp.core.config import Config
 from wisp.core.episodes.capture import (MAX_TEXT_BYTES, cap_text, finalize_pending, local_sender, project_name,
@@ -200,7 +201,7 @@ def test_a_turn_cut_short_by_a_killed_process_becomes_stopped(ollama_home, tmp_p
         proc.wait(timeout=10)
 
     async def check() -> None:
-        async with await Store.open(home / "data" / "wisp.db") as store:
+        async with await open_store(home / "data" / "wisp.db") as store:
             [x] = await exchanges(store)
             assert x.outcome is None and x.request == "a question that dies"  # pending
             await store.recover_open_turns()

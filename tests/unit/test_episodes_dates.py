@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from wisp.core.database import open_store
 from wisp.core.config import Config, ConfigError
 from wisp.core.episodes.dates import (DateError, check_timezone, format_local, memory_timezone, parse_bound,
                                       start_of_day)
@@ -109,7 +110,7 @@ def test_display_uses_the_memory_timezone() -> None:
 async def test_date_filters_on_stored_memories_in_two_zones(tmp_path: Path) -> None:
     """A memory whose earliest request is 23:30 UTC on 30 March is on 31 March in
     London (BST) and on 30 March in New York; the filters follow the zone."""
-    async with await Store.open(tmp_path / "w.db") as store:
+    async with await open_store(tmp_path / "w.db") as store:
         late = await add_exchange(store, "late request", requested_at="2025-03-30T23:30:00.000000Z",
                                   finished_at="2025-03-31T00:10:00.000000Z")
         early = await add_exchange(store, "early request", requested_at="2025-03-30T00:30:00.000000Z")

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from wisp.core.database import open_store
 from wisp.core.episodes.forget import forget, forget_scope
 from wisp.core.episodes.ids import MemoryIdError, format_memory_id, parse_memory_id
 from wisp.core.episodes.query import (MemoryFilter, QueryError, find_memories, fts_query, get_memory,
@@ -20,7 +21,7 @@ LONDON = ZoneInfo("Europe/London")
 
 @pytest.fixture
 async def store(tmp_path: Path):
-    s = await Store.open(tmp_path / "wisp.db")
+    s = await open_store(tmp_path / "wisp.db")
     yield s
     await s.close()
 

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from wisp.core.database import open_store
 from wisp.core.config import Config
 from wisp.core.episodes.dates import DateError
 from wisp.core.episodes.query import QueryError
@@ -25,7 +26,7 @@ NOW = datetime(2025, 3, 7, 12, 0, tzinfo=timezone.utc)  # Friday
 async def env(tmp_path: Path):
     write_config(tmp_path, {"memory.timezone": "Europe/London"})
     config = Config.load(tmp_path / "config.json")
-    store = await Store.open(tmp_path / "wisp.db")
+    store = await open_store(tmp_path / "wisp.db")
     x1 = await add_exchange(store, "when do we launch the website?", "Friday.", workspace="website", channel="3",
                             requested_at="2025-03-04T14:05:00.000000Z")
     x2 = await add_exchange(store, "buy milk", "Noted.", workspace="personal", transport="tui", channel="9",
@@ -90,7 +91,7 @@ async def test_memories_says_what_there_is_when_nothing_matches(env, tmp_path: P
     out = await memories(store, config, "memories zebra", env={})
     assert out.startswith("memory: no memories matching \"zebra\" in all workspaces. There are 14 in all")
     assert "personal, website" in out
-    empty = await Store.open(tmp_path / "empty.db")
+    empty = await open_store(tmp_path / "empty.db")
     try:
         assert (await memories(empty, config, "memories", env={})).startswith("memory: there are no memories yet")
     finally:

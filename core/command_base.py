@@ -1,0 +1,46 @@
+"""What a slash command is and what it returns: the shapes every command module shares.
+
+A leaf: the feature modules that hold command handlers
+(:mod:`wisp.core.context.commands`, :mod:`wisp.core.episodes.commands`,
+:mod:`wisp.core.toolset`) import it, and :mod:`wisp.core.commands` lists
+them all in its one explicit table (issue "One core, built once": "Register
+commands in one explicit registry").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+__all__ = ["CommandResult", "Command", "Handler"]
+
+
+@dataclass
+class CommandResult:
+    """What a command shows. ``text`` is Markdown; ``error`` marks a failure;
+    ``title`` names the view; ``data`` is the same material as JSON-ready
+    values for ``--json`` listings."""
+
+    text: str
+    error: bool = False
+    title: str | None = None
+    data: Any = None
+    #: The endpoint settings changed (``model.*``): the caller reconnects.
+    reconnect: bool = False
+
+
+#: A command's handler: ``(session, words, rest) -> CommandResult``, where
+#: ``words`` are the arguments split as a shell would and ``rest`` the text
+#: after the command's name as typed.
+Handler = Callable[[Any, list[str], str], Awaitable[CommandResult]]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A slash command: its name, handler, usage line, one-line help and aliases."""
+
+    name: str
+    handler: Handler
+    usage: str
+    help: str
+    aliases: tuple[str, ...] = field(default_factory=tuple)

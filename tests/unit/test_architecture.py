@@ -1,0 +1,203 @@
+"""The structure, read from the imports with ``ast`` (issue "One core, built once").
+
+Fails on an import cycle (between modules, and between core's parts), on
+``core`` importing Textual or the TUI, on any arrow DESIGN.md forbids
+("Arrows that never exist"), and on a part importing one above it in the
+layers below. Every import counts, at module level or inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.support.home import ROOT
+
+PACKAGES = {"wisp.core": ROOT / "core", "wisp.tui": ROOT / "tui", "wisp.themes": ROOT / "themes"}
+
+#: DESIGN.md, "Arrows that never exist", written out: (importer part, imported part).
+FORBIDDEN = [
+    *[(a, "model") for a in ("context", "memory", "episodes")],   # composing is pure; side calls are handed in
+    *[(a, b) for a in ("store", "audit") for b in ("model", "context", "memory", "episodes")],  # storage knows no feature
+    ("model", "store"), ("model", "audit"),                       # the endpoint client knows no database
+]
+
+#: core's parts from the bottom up; a part may import only parts on its own level or below.
+LAYERS = [
+    {"tokens", "sidecall", "events", "paths", "migrations", "command_base", "tool_names", "timezones"},
+    {"audit", "store", "outputs"},
+    {"config"},
+    {"model", "context", "episodes"},
+    {"memory"},
+    {"tools", "agents_md"},
+    {"toolset", "agent", "transcript"},
+    {"database", "commands"},
+    {"session"},
+    {"cli"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([pkg, *parts])] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> list[str]:
+    """What module ``name`` imports (whole dotted names of wisp modules, and other top-level names)."""
+    tree = ast.parse(path.read_text())
+    is_pkg = path.name == "__init__.py"
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.append(sub if sub in MODULES else target)
+    return found
+
+
+def _resolve(target: str) -> str | None:
+    while target and target not in MODULES:
+        if "." not in target:
+            return None
+        target = target.rsplit(".", 1)[0]
+    return target or None
+
+
+GRAPH: dict[str, set[str]] = defaultdict(set)
+EXTERNAL: dict[str, set[str]] = defaultdict(set)
+for _name, _path in MODULES.items():
+    for _target in _imports(_name, _path):
+        _resolved = _resolve(_target) if _target.startswith("wisp") else None
+        if _resolved and _resolved != _name:
+            GRAPH[_name].add(_resolved)
+        elif not _target.startswith("wisp"):
+            EXTERNAL[_name].add(_target.split(".")[0])
+
+
+def part(module: str) -> str:
+    """``wisp.core.context.manager`` → ``context``; ``wisp.core.session`` → ``session``."""
+    bits = module.split(".")
+    return bits[2] if len(bits) > 2 and bits[1] == "core" else bits[1]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(set(graph) | {w for ws in graph.values() for w in ws}):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_is_read() -> None:
+    # the test must be able to fail: it sees the imports it is about
+    assert "wisp.core.model.base" in GRAPH["wisp.core.agent"]
+    assert "wisp.core.session" in GRAPH["wisp.core.cli"]
+    assert "textual" in EXTERNAL["wisp.tui.app"]
+
+
+def test_no_module_cycle() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_no_cycle_between_core_parts() -> None:
+    parts: dict[str, set[str]] = defaultdict(set)
+    for a, targets in GRAPH.items():
+        if a.startswith("wisp.core."):
+            for b in targets:
+                if b.startswith("wisp.core.") and part(a) != part(b):
+                    parts[part(a)].add(part(b))
+    assert _cycles(parts) == []
+
+
+def test_core_imports_neither_textual_nor_the_tui() -> None:
+    bad = sorted((a, b) for a, bs in GRAPH.items() if a.startswith("wisp.core") for b in bs if b.startswith("wisp.tui"))
+    bad += sorted((a, b) for a, bs in EXTERNAL.items() if a.startswith("wisp.core") for b in bs if b == "textual")
+    assert bad == []
+
+
+def test_the_tui_holds_no_sql_and_no_http() -> None:
+    bad = sorted((a, b) for a, bs in EXTERNAL.items() if a.startswith("wisp.tui")
+                 for b in bs if b in ("sqlite3", "aiosqlite", "httpx", "http", "urllib", "socket"))
+    bad += sorted((a, b) for a, bs in GRAPH.items() if a.startswith("wisp.tui")
+                  for b in bs if part(b) in ("store", "model", "database", "migrations"))
+    assert bad == []
+
+
+@pytest.mark.parametrize("importer,imported", FORBIDDEN)
+def test_no_forbidden_arrow(importer: str, imported: str) -> None:
+    bad = sorted((a, b) for a, bs in GRAPH.items() if a.startswith("wisp.core.") and part(a) == importer
+                 for b in bs if b.startswith("wisp.core.") and part(b) == imported)
+    assert bad == [], f"DESIGN.md forbids {importer} → {imported}"
+
+
+def test_every_core_part_has_a_layer() -> None:
+    known = set().union(*LAYERS)
+    parts = {part(m) for m in MODULES if m.startswith("wisp.core.")}
+    assert parts - known == set(), "put the new part in LAYERS"
+
+
+def test_no_import_runs_upward() -> None:
+    level = {p: i for i, layer in enumerate(LAYERS) for p in layer}
+    bad = sorted((a, b) for a, bs in GRAPH.items() if a.startswith("wisp.core.")
+                 for b in bs if b.startswith("wisp.core.") and part(a) != part(b)
+                 and level.get(part(b), 0) > level.get(part(a), 0))
+    assert bad == []
+
+
+def test_the_checks_catch_a_forbidden_arrow() -> None:
+    """Break the rule on purpose in a copy of the graph: the check must see it."""
+    graph: dict[str, set[str]] = defaultdict(set, {k: set(v) for k, v in GRAPH.items()})
+    graph["wisp.core.context.composer"].add("wisp.core.model.base")
+    bad = [(a, b) for a, bs in graph.items() if part(a) == "context" for b in bs if part(b) == "model"]
+    assert bad
+    graph["wisp.core.model.base"].add("wisp.core.agent")
+    assert _cycles(graph)
