@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..outputs import summarise
 from . import recall as rc
 from .condense import condense
 from .limits import chunk_budget, page_budget
 from .ports import BookPort, ContextPort, port_for
-from .readers import summarise
 from .request import SUBJECTS, Request, RequestError, Target, parse_request
 
 if TYPE_CHECKING:  # wisp.core.tools imports this module to register the tool
