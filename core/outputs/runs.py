@@ -10,7 +10,7 @@ knowledge"):
   and puts the result in its tool result's ``meta["tests"]``;
 - the ``tests`` fact is made from that, or, for a tool that did not read
   the run, from :func:`read_test_run` over the stored output;
-- ``summarise`` lists the failing tests that :func:`read_doc_run` reads
+- ``summarise`` lists the failing tests that :func:`read_lines` reads
   from the same lines.
 
 Each format's collector lives in its format's module (:mod:`.pytest`,
