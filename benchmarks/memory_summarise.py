@@ -48,7 +48,7 @@ def build_log(target_bytes: int, seed: int = 1) -> tuple[str, int]:
 
 
 def main() -> None:
-    from wisp.core.memory.readers import summarise
+    from wisp.core.outputs import summarise
 
     megabytes = float(sys.argv[1]) if len(sys.argv) > 1 else 50
     text, root = build_log(int(megabytes * 1024 * 1024))

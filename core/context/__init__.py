@@ -17,8 +17,8 @@ Modules, one job each:
 - :mod:`wisp.core.tokens`, :mod:`.calibration`: token estimates and their per-model
   calibration.
 - :mod:`.composer`: the layers in order, the token budget, what must leave.
-- :mod:`.workspace`, :mod:`.testruns`: the ``branch`` and ``tests`` facts'
-  readers.
+- :mod:`.workspace`: the ``branch`` fact's reader (the ``tests`` fact's
+  is :mod:`wisp.core.outputs`).
 - :mod:`.recall`: entries and turns read back in full (audit log first, the
   store's copy as the fallback), with the reference document's header line.
 - :mod:`.inspect`, :mod:`.show`, :mod:`.commands`, :mod:`.cli`:

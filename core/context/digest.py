@@ -18,12 +18,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..outputs import exit_status_of
+
 __all__ = ["Digest", "digest_output", "exit_status_of", "first_error_line", "ERROR_LINE_CHARS"]
 
 #: The first error line is cut to this many characters.
 ERROR_LINE_CHARS = 120
 
-_EXIT_KEYS = ("exit_status", "exit_code", "returncode", "status")
 _ERROR = re.compile(
     r"(\berror\b|\berrors?:|\bexception\b|traceback \(most recent call last\)|\bfailed\b|\bfailure\b"
     r"|^FAIL\b|^E\s{2,}\S|\bfatal\b|\bpanic(ked)?\b|\bsegmentation fault\b|\bnot found\b"
@@ -33,21 +34,6 @@ _ERROR = re.compile(
 )
 _NOT_ERROR = re.compile(r"\b(0|no|zero) (errors?|failures?|failed)\b|\berrors?=0\b|\bfailed=0\b", re.IGNORECASE)
 _LINE_NUMBER = re.compile(r"^\s*\d+\t")
-
-
-def exit_status_of(meta: dict[str, Any] | None) -> int | None:
-    """The exit status a tool reported in its result's ``meta``
-    (``exit_status``, ``exit_code``, ``returncode`` or an integer ``status``),
-    or ``None``."""
-    for key in _EXIT_KEYS:
-        value = (meta or {}).get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
-    return None
 
 
 def first_error_line(text: str) -> str | None:

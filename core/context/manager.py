@@ -34,13 +34,13 @@ from typing import Any, Iterable, Protocol
 from .. import events as ev
 from ..sidecall import SideCall
 from ..tokens import window_from
+from ..outputs import fact_name_for_command, read_test_run
 from .calibration import Calibration, CalibrationState
 from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, build
 from .facts import Fact, FactOutcome, fact_event, fact_line
 from .notes import ModelNotes, fact_history
 from .summariser import Summariser
 from .summary import SummaryVersion, turn_ranges
-from .testruns import parse_test_output, fact_name_for_command
 from .turns import ToolFlags
 from .workspace import current_branch
 
@@ -303,7 +303,7 @@ class ContextManager:
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
             tests = meta.get("tests")
             if isinstance(tests, dict) and tests.get("summary"):
-                # run_command read the run already (wisp.core.tools.test_results)
+                # run_command read the run already (wisp.core.outputs)
                 outcome = await self._record_fact(
                     conversation, "tests", fact_name_for_command(command) if command.strip() else
                     str(tests.get("framework") or e.tool_name or "tests"),
@@ -333,10 +333,10 @@ class ContextManager:
                               turn: int | None, entry: int | None, tool: str = "run_command",
                               notify: bool = True) -> FactOutcome | None:
         """Record the ``tests`` fact of a test run (result and failing tests,
-        :mod:`wisp.core.context.testruns`), named after the command; ``None``
+        :func:`wisp.core.outputs.read_test_run`), named after the command; ``None``
         when the output is not a test run. Recording the same result from the
         same entry twice changes nothing."""
-        run = parse_test_output(output, exit_status, command=command)
+        run = read_test_run(output, exit_status, command)
         if run is None:
             return None
         name = fact_name_for_command(command) if command.strip() else (tool or "tests")

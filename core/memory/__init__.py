@@ -7,7 +7,7 @@ of ``wisp-memory-tool.txt``. Modules:
 - :mod:`.limits`: the numbers (page budget, notes a turn, chunks);
 - :mod:`.paging`: numbering and paging stored text within a token budget;
 - :mod:`.recall`: gathering entries, turns, facts, the task and summaries;
-- :mod:`.readers`: exact readers for ``summarise`` (no model);
+- ``summarise``'s exact readers (no model) live in :mod:`wisp.core.outputs`;
 - :mod:`.condense`: the chunked pass of the conversation's own model;
 - :mod:`.ports`: what the tool needs from facts, the task and the running summary;
 - :mod:`.tool`: the ``memory`` tool itself and :func:`attach_memory`.

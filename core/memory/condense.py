@@ -29,7 +29,7 @@ from typing import Any
 from ..tokens import estimate_tokens
 from ..sidecall import SideCall, SideCallError
 from .limits import CHUNK_ANSWER_TOKENS, MAX_CHUNKS
-from .readers.doc import split_stored_lines
+from ..outputs import split_stored_lines
 
 __all__ = ["Chunk", "CondenseResult", "chunk_lines", "condense", "NOTHING", "CHUNK_SYSTEM", "COMBINE_SYSTEM"]
 

@@ -1,7 +1,7 @@
 """Numbering and paging stored text within a token budget (wisp-memory-tool.txt, "recall").
 
 A recalled entry's lines are shown as ``N<TAB>text``, ``N`` being the line's
-number in the stored output (:func:`~.readers.doc.split_stored_lines`), the
+number in the stored output (:func:`wisp.core.outputs.split_stored_lines`), the
 same numbering summarise's ``L154`` cites. A line that already begins with
 its own number and a tab (read_file's output) is shown as it is, not
 numbered twice; read_file's own last line ``[end of file]`` is shown bare.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..tokens import estimate_tokens
 from .limits import MAX_LINE_CHARS
-from .readers.doc import split_stored_lines
+from ..outputs import split_stored_lines
 
 __all__ = ["Page", "page_lines", "numbered", "EOF_MARK", "split_stored_lines"]
 

@@ -29,11 +29,11 @@ from typing import Any, Callable
 from ..context.notes import ModelNotes
 from ..context.recall import describe_entry, stored_range
 from ..episodes.tool_verbs import run_episodic_verb
+from ..outputs import summarise
 from ..sidecall import SideCall
 from . import recall as rc
 from .condense import condense
 from .limits import chunk_budget, page_budget
-from .readers import summarise
 from .request import SUBJECTS, Request, RequestError, Target, parse_request
 
 __all__ = ["Memory", "MemoryAnswer", "MemoryBinding", "DESCRIPTION", "REQUEST_GUIDE", "PARAMETERS"]

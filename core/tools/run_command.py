@@ -29,7 +29,7 @@ Rules (issue "Tools that act", "run_command"):
   for a signal), ``duration_s``, ``output_bytes`` (all the output),
   ``dropped_bytes``, ``non_utf8``, ``timed_out``, ``stopped``,
   ``background_ended``, ``approval`` and, when the output held a test run,
-  ``tests`` (a :class:`~wisp.core.tools.test_results.TestRun` as a dict).
+  ``tests`` (a :class:`~wisp.core.outputs.TestRun` as a dict).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 from .approval import ApprovalRequest, suggest_prefix
 from .base import ToolContext, ToolResult
-from .test_results import TestOutputParser
+from ..outputs import TestOutputParser
 
 #: Seconds between SIGTERM and SIGKILL when wisp ends a process group.
 KILL_GRACE_S = 2.0

@@ -1,5 +1,5 @@
-"""References, digests, the coverage check's items, test-run facts and the git
-branch (issue "Layered context"): pure functions, plus .git folders on disk."""
+"""References, digests, the coverage check's items and the git branch (issue "Layered context"):
+pure functions, plus .git folders on disk. (The `tests` fact's reading: test_outputs_runs.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from wisp.core.context.coverage import Item, extract_items, is_present, missing_
 from wisp.core.context.digest import digest_output, exit_status_of, first_error_line
 from wisp.core.context.references import (reference_form, reference_text, recall_phrase,
                                           referenced_entries)
-from wisp.core.context.testruns import looks_like_test_command, parse_test_output, fact_name_for_command
 from wisp.core.context.workspace import current_branch, read_branch
 
 PYTEST_FAIL = """============================= test session starts ==============================
@@ -128,42 +127,6 @@ def test_items_are_matched_exactly_or_by_prefix() -> None:
         [Item("error_code", "E501")]
 
 
-# --- test runs --------------------------------------------------------------------------
-
-
-def test_pytest_output_becomes_a_tests_value() -> None:
-    run = parse_test_output(PYTEST_FAIL, 1, command="pytest -q tests/test_x.py")
-    assert run is not None and not run.passed
-    assert run.counts == {"failed": 1, "passed": 2} and run.failing == ("tests/test_x.py::test_b",)
-    assert run.value() == "failed (exit status 1): 1 failed, 2 passed; failing: tests/test_x.py::test_b"
-    passed = parse_test_output("===== 5 passed in 0.1s =====", 0)
-    assert passed.passed and passed.value() == "passed (exit status 0): 5 passed"
-
-
-def test_other_runners() -> None:
-    go = parse_test_output("--- FAIL: TestParse (0.00s)\n--- PASS: TestOther (0.00s)\nFAIL\tpkg\t0.01s\n", 1)
-    assert go.failing == ("TestParse",) and not go.passed
-    cargo = parse_test_output("test a::b ... FAILED\ntest result: FAILED. 3 passed; 1 failed; 0 ignored", None)
-    assert cargo.failing == ("a::b",) and not cargo.passed and cargo.counts["passed"] == 3
-    unit = parse_test_output("FAIL: test_x (pkg.tests.T)\n----\nRan 4 tests in 0.01s\n\nFAILED (failures=1)", 1)
-    assert unit.failing == ("pkg.tests.T.test_x",) and unit.counts == {"failed": 1, "passed": 3}
-    jest = parse_test_output("  ● Suite › adds\nTests:       1 failed, 4 passed, 5 total\n", 1)
-    assert jest.failing == ("Suite › adds",)
-    assert parse_test_output("hello world", 0, command="ls -la") is None
-    crashed = parse_test_output("Segmentation fault", 139, command="make test")
-    assert crashed is not None and not crashed.passed and crashed.value() == "failed (exit status 139)"
-
-
-def test_test_commands_and_names() -> None:
-    assert looks_like_test_command("cd x && python -m pytest -q")
-    assert looks_like_test_command("go test ./...") and looks_like_test_command("npm run test")
-    assert not looks_like_test_command("git status")
-    assert fact_name_for_command("PYTHONPATH=. pytest -q -x tests/") == "pytest tests/"
-    long_value = parse_test_output(PYTEST_FAIL.replace("FAILED tests/test_x.py::test_b - assert 1 == 2",
-                                                       "\n".join(f"FAILED tests/t.py::test_{i}" for i in range(80))), 1)
-    assert len(long_value.value()) <= 500
-
-
 # --- the branch -----------------------------------------------------------------------
 
 
@@ -196,15 +159,6 @@ async def test_current_branch_with_real_git(tmp_path: Path) -> None:
     assert await current_branch(tmp_path) == "trunk"
 
 
-def test_tests_fact_name_is_the_runner_and_its_targets() -> None:
-    """Options and their values don't make a new fact (QA: `-p no:cacheprovider` became part of the name)."""
-    assert fact_name_for_command("PYTHONPATH=. /x/.venv/bin/python -m pytest -q -p no:cacheprovider tests/unit") \
-        == "pytest tests/unit"
-    assert fact_name_for_command("cargo test --release") == "cargo test"
-    assert fact_name_for_command("go test ./...") == "go test ./..."
-    assert fact_name_for_command("make check") == "make check"
-
-
 def test_a_stopped_or_timed_out_command_says_so_in_its_digest() -> None:
     """QA: a command stopped with Esc was referred to only by 'exit status -15'."""
     from wisp.core.context.digest import digest_output
@@ -213,3 +167,39 @@ def test_a_stopped_or_timed_out_command_says_so_in_its_digest() -> None:
                                                                                   "stopped": True}).text()
     assert "timed out" in digest_output("x\n", {"exit_status": -9, "timed_out": True}).text()
     assert "stopped" not in digest_output("x\n", {"exit_status": 0}).text()
+
+
+async def test_branch_fact_changes_between_turns(ollama_home, tmp_path: Path) -> None:
+    """The `branch` fact follows git between turns (moved from test_tool_facts.py, whose `tests`
+    fact half is in test_outputs_runs.py)."""
+    from wisp.core.session import Session, SessionOptions
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=wisp test", "-c", "user.email=test@example.invalid",
+                        "-c", "init.defaultBranch=main", *args], cwd=repo, check=True, capture_output=True)
+
+    repo = tmp_path / "calc"
+    repo.mkdir()
+    git("init", "-q")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "calc")
+
+    async def run(session: Session, prompt: str) -> list:
+        return [item async for item in session.run_turn(prompt)]
+
+    async with await Session.open(SessionOptions(workdir=repo, tools=[])) as s:
+        assert await s.connect()
+        await run(s, "hello")
+        conv = s.conversation_id
+        first = await s.context.facts.current_of(conv, "branch")
+        assert first is not None and first.value == "main" and first.source == "tool"
+        workdir = await s.context.facts.current_of(conv, "workdir")
+        assert workdir is not None and workdir.value == str(repo.resolve())
+        await run(s, "again, same branch")
+        assert (await s.context.facts.current_of(conv, "branch")).number == first.number  # unchanged
+        git("checkout", "-q", "-b", "feature/login")
+        await run(s, "and now?")
+        second = await s.context.facts.current_of(conv, "branch")
+        assert second.value == "feature/login" and second.number > first.number
+        assert (await s.context.facts.get(conv, first.number)).state == "superseded"

@@ -1,5 +1,9 @@
 """The shapes the summarise readers share: the output as lines, findings, a reading.
 
+Also what every reader of an output needs: :data:`ANSI` (terminal colour
+codes), :data:`CI_STAMP` (a CI runner's timestamp before a line) and
+:func:`exit_status_of` (a tool result's exit status from its meta).
+
 Line numbers are those of the stored output, 1-based: line ``k`` is the
 ``k``-th piece of the stored text split on ``\\n`` (a final newline does not
 start a line), which is the numbering a recall shows, so a point's ``L154``
@@ -17,11 +21,15 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Iterator, Pattern
+from typing import Any, Iterator, Pattern
 
-__all__ = ["Doc", "Finding", "Reading", "split_stored_lines", "RANK_ROOT", "RANK_TEST", "RANK_AFTER"]
+from .testrun import TestRun
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+__all__ = ["Doc", "Finding", "Reading", "split_stored_lines", "exit_status_of", "context_after", "lines_after", "shorten",
+           "ANSI", "CI_STAMP", "RANK_ROOT", "RANK_TEST", "RANK_AFTER"]
+
+#: Terminal control sequences: CSI (colours, cursor), OSC (titles, links), charset and one-character escapes.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Za-z0-9]|\x1b[@-Z\\-_]")
 
 #: A root cause: a located diagnostic, an exception, a collection error.
 RANK_ROOT = 0
@@ -32,13 +40,32 @@ RANK_AFTER = 2
 
 
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
-#: A CI runner's timestamp before every line (GitHub Actions: ``2024-05-02T10:11:12.1234567Z ``).
+#: read_file's own line numbers (``12<TAB>text``).
 _OWN_NUMBER = re.compile(r"^\d{1,9}\t")
-_CI_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
+#: A CI runner's timestamp before every line (GitHub Actions: ``2024-05-02T10:11:12.1234567Z ``).
+CI_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
 
 
 #: Short words searched first, so that longer ones holding them are found among their lines.
 _SEEDS = ("error", "fail", "warn", "test", "panic", "exception", "fatal", "npm ", ".go:", "swift", "[info]")
+
+
+_EXIT_KEYS = ("exit_status", "exit_code", "returncode", "status")
+
+
+def exit_status_of(meta: dict[str, Any] | None) -> int | None:
+    """The exit status a tool reported in its result's ``meta``
+    (``exit_status``, ``exit_code``, ``returncode`` or an integer ``status``),
+    or ``None``."""
+    for key in _EXIT_KEYS:
+        value = (meta or {}).get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return None
 
 
 def split_stored_lines(text: str) -> list[str]:
@@ -62,7 +89,7 @@ class Doc:
         self.raw_text = text or ""
         self.meta = dict(meta or {})
         self.size = len(self.raw_text.encode("utf-8", errors="replace"))
-        clean = _ANSI.sub("", self.raw_text) if "\x1b" in self.raw_text else self.raw_text
+        clean = ANSI.sub("", self.raw_text) if "\x1b" in self.raw_text else self.raw_text
         lines = split_stored_lines(clean)
         if "\r" in clean:
             for i, line in enumerate(lines):
@@ -70,9 +97,9 @@ class Doc:
                     parts = [p for p in line.split("\r") if p.strip()]
                     lines[i] = parts[-1] if parts else ""
         sample = [ln for ln in lines[:400] if ln.strip()][:200]
-        self.ci_stamped = bool(sample) and sum(1 for ln in sample if _CI_STAMP.match(ln)) * 2 >= len(sample)
+        self.ci_stamped = bool(sample) and sum(1 for ln in sample if CI_STAMP.match(ln)) * 2 >= len(sample)
         if self.ci_stamped:
-            lines = [_CI_STAMP.sub("", ln, count=1) for ln in lines]
+            lines = [CI_STAMP.sub("", ln, count=1) for ln in lines]
         # read_file's output numbers its lines ("12<TAB>text"): read the text
         numbered = [ln for ln in lines[:200] if ln.strip()]
         self.self_numbered = len(numbered) >= 2 and sum(
@@ -207,14 +234,20 @@ class Reading:
 
     ``findings`` in the order found; ``claimed`` the 1-based lines some
     reader accounted for (shown, counted or recognised as a summary);
-    ``failing_tests`` test name → the line that names it; ``tallies`` the
-    runners' own summary lines as ``(line, text)``; ``readers`` the names of
-    the readers that recognised their format.
+    ``failing_tests`` test name → the line that names it, in the test run's
+    order, and ``more_failing`` how many more there were (both from the
+    one reading of the test run, :mod:`.runs`, so that summarise and the
+    ``tests`` fact name the same tests); ``test_run`` that run (a
+    :class:`~.testrun.TestRun`) or None; ``tallies`` the runners' own
+    summary lines as ``(line, text)``; ``readers`` the names of the readers
+    that recognised their format.
     """
 
     findings: list[Finding] = field(default_factory=list)
     claimed: set[int] = field(default_factory=set)
     failing_tests: dict[str, int] = field(default_factory=dict)
+    more_failing: int = 0
+    test_run: TestRun | None = None
     tallies: list[tuple[int, str]] = field(default_factory=list)
     readers: list[str] = field(default_factory=list)
     _lines: set[int] = field(default_factory=set, repr=False)
@@ -241,10 +274,6 @@ class Reading:
         """Note that ``reader`` recognised its format (even with nothing to report)."""
         if reader not in self.readers:
             self.readers.append(reader)
-
-    def fail_test(self, name: str, line: int) -> None:
-        """List a failing test (first mention wins)."""
-        self.failing_tests.setdefault(name, line)
 
     def tally(self, line: int, text: str) -> None:
         """Keep a runner's summary line (``2 failed, 48 passed``)."""
@@ -273,6 +302,23 @@ def context_after(doc: Doc, i: int, limit: int = 2, *, stop: Pattern[str] | None
             break
         out.append(j + 1)
         j += 1
+    return tuple(out)
+
+
+def lines_after(doc: Doc, i: int, limit: int = 3, window: int = 10,
+                stop: Pattern[str] | None = None) -> tuple[int, ...]:
+    """1-based numbers of up to ``limit`` non-blank lines among the ``window``
+    lines after 0-based line ``i``, blank lines passed over, stopping at a
+    line ``stop`` matches at its start."""
+    out: list[int] = []
+    for j in range(i + 1, min(doc.n, i + 1 + window)):
+        line = doc.lines[j]
+        if stop is not None and stop.match(line):
+            break
+        if line.strip():
+            out.append(j + 1)
+            if len(out) >= limit:
+                break
     return tuple(out)
 
 

@@ -7,7 +7,9 @@ Rules (wisp-memory-tool.txt, "summarise"; issue 4, "Verbs"):
   Jest, Maven and javac, swift build and swift test): the errors grouped by
   file or test, root causes first, the first of each with its line and the
   lines after it, the later ones in the same place counted under it; the
-  warnings tallied; the failing tests listed; the runners' own totals.
+  warnings tallied; the test run and its failing tests as the ``tests``
+  fact reads them (:mod:`.runs`: the two cannot disagree); the runners'
+  own totals.
 - A log: its severities, and the severe and rare messages.
 - JSON: what it reports as wrong, then its shape.
 - Anything else: the lines that mention an error, or failing that the first
@@ -34,28 +36,35 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ...context.digest import exit_status_of
-from ...tokens import estimate_tokens
-from .cfamily import read_cc, read_cmake, read_linker, read_make
-from .doc import RANK_AFTER, Doc, Finding, Reading, shorten, split_stored_lines
+from ..tokens import estimate_tokens
+from .cargo import read_cargo
+from .cfamily import read_cc, read_linker, read_make
+from .cmake import read_cmake
+from .doc import RANK_AFTER, Doc, Finding, Reading, exit_status_of, shorten, split_stored_lines
+from .eslint import read_eslint
 from .go import read_go
 from .java import read_java_traces, read_maven
-from .js import read_eslint, read_jest, read_node, read_npm, read_tsc
+from .jest import read_jest
 from .jsonshape import JsonReading, try_json
 from .logs import LogReading, is_log, message_line, read_levels, read_log, severity_line
+from .node import read_node
+from .npm import read_npm
 from .other import read_bare_errors
-from .python import read_pytest, read_tracebacks, read_unittest
-from .rust import read_rust
+from .pytest import read_pytest
+from .python import read_tracebacks
+from .runs import NEEDLES, read_lines
 from .swift import read_swift
+from .tsc import read_tsc
+from .unittest import read_unittest
 
 __all__ = ["Summary", "Analysis", "analyse", "summarise", "split_stored_lines", "TOOLCHAIN_READERS",
-           "RUNTIME_READERS", "exit_status"]
+           "RUNTIME_READERS"]
 
 Reader = Callable[[Doc, Reading], None]
 #: Readers of build and test tools, in the order they run: a line one of
 #: them claims is left alone by the later ones, so the more specific run first.
 TOOLCHAIN_READERS: list[Reader] = [
-    read_pytest, read_unittest, read_jest, read_go, read_rust, read_swift, read_maven, read_tsc, read_eslint,
+    read_pytest, read_unittest, read_jest, read_go, read_cargo, read_swift, read_maven, read_tsc, read_eslint,
     read_cmake, read_cc, read_linker, read_make, read_npm,
 ]
 #: Readers of what any program prints when it fails at run time.
@@ -126,9 +135,16 @@ class Summary:
 
 
 def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
-    """Run the readers over ``text`` (a stored output) and decide what it is."""
+    """Run the readers over ``text`` (a stored output; ``meta`` its entry's
+    meta, for the exit status and the command) and decide what it is.
+
+    The failing tests are the test run's (:func:`.runs.read_lines`, the same
+    reading as the ``tests`` fact's), each cited at the line that names it;
+    with no run, those the format that named the most did. Never raises
+    for any text."""
     doc = Doc(text, meta)
     reading = Reading()
+    _test_run(doc, reading)
     js = try_json(doc)
     if js is not None:
         for line, _ in js.problems:
@@ -139,9 +155,11 @@ def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
         return analysis
     for reader in TOOLCHAIN_READERS:
         reader(doc, reading)
-    toolchain = bool(reading.findings or reading.tallies or reading.failing_tests)
+    toolchain = bool(reading.findings or reading.tallies or reading.failing_tests or reading.test_run)
     for reader in RUNTIME_READERS:
         reader(doc, reading)
+    if reading.test_run is not None and not reading.readers:
+        reading.saw(reading.test_run.framework)
     if toolchain:
         analysis = Analysis(doc, reading, "build")
     else:
@@ -157,6 +175,20 @@ def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
     return analysis
 
 
+def _test_run(doc: Doc, r: Reading) -> None:
+    """Put the test run's failing tests (and the run) in ``r``."""
+    command = doc.meta.get("command")
+    run, parser = read_lines(doc.lines, exit_status_of(doc.meta), command if isinstance(command, str) else None,
+                             candidates=doc.lines_with(*NEEDLES))
+    r.test_run = run
+    source = parser.failing_seen()
+    if source is None:
+        return
+    names = run.failing if run is not None else source.names.names
+    r.failing_tests = {name: source.line_of(name) for name in names}
+    r.more_failing = run.more_failing if run is not None else source.names.more
+
+
 def _failure_lines(doc: Doc) -> list[int]:
     out = []
     for i in doc.lines_with(*_FAILURE_WORDS, lower=True):
@@ -169,6 +201,7 @@ def _failure_lines(doc: Doc) -> list[int]:
 
 
 def _unexplained(a: Analysis) -> None:
+    a.reading.claim(*(line for line in a.reading.failing_tests.values() if line))  # listed, so accounted for
     a.failure_lines = _failure_lines(a.doc)
     claimed = a.reading.claimed
     a.unexplained = [ln for ln in a.failure_lines if ln not in claimed]
@@ -283,13 +316,18 @@ def _build_body(a: Analysis, budget: int, head: list[str], tail: list[str]) -> l
                  "error and test failure": "errors and test failures"}[what]
         lead.append(f"{len(errors):,} {what if len(errors) == 1 else whats} in {_plural(len(groups), 'place')}; "
                     "the first of each, root causes first:")
+    elif r.failing_tests:
+        lead.append("no error lines found by the readers")
     else:
         lead.append("no errors or failing tests found by the readers")
     extras: list[str] = []
+    if r.test_run is not None:
+        extras.append(f"test run: {r.test_run.headline()}")
     if r.failing_tests:
         names = sorted(r.failing_tests.items(), key=lambda kv: kv[1])
-        extras.append(f"{_plural(len(names), 'failing test')}: " + ", ".join(f"{n} (L{ln})" for n, ln in names[:12])
-                      + (f", +{len(names) - 12} more" if len(names) > 12 else ""))
+        total = len(names) + r.more_failing
+        extras.append(f"{_plural(total, 'failing test')}: " + ", ".join(
+            f"{n} (L{ln})" if ln else n for n, ln in names[:12]) + (f", +{total - 12} more" if total > 12 else ""))
     if warnings:
         counts: dict[str, int] = {}
         for w in warnings:
@@ -608,5 +646,3 @@ def _overview(a: Analysis, budget: int, hint: str | None) -> Summary:
     return Summary("\n".join(lines), "overview", a.mode, list(a.reading.readers), _first_cited(lines),
                    len(a.unexplained))
 
-
-_ = RANK_AFTER  # re-exported for readers' users

@@ -14,6 +14,7 @@ rare messages are the warnings whose template appears once or twice.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -66,8 +67,6 @@ def _message(line: str, start: int) -> str:
         m = _JSON_MSG.search(line)
         if m:
             try:
-                import json
-
                 return json.loads(f'"{m.group(1)}"')
             except ValueError:
                 return m.group(1)

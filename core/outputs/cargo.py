@@ -1,13 +1,19 @@
-"""Reader for cargo and rustc: diagnostics, cargo test's failures, panics.
+"""cargo and rustc: the test run (cargo test, cargo-nextest) and the notable lines.
 
-rustc writes ``error[E0425]: message`` and, on a following line,
-``--> src/main.rs:4:13``: the error is placed at that file, and the code
-lines with their markers (``4 |     let y = x + 1;``, ``|  ^ not found``)
-are shown under it. ``error: could not compile `app` ``, ``aborting due
-to …`` and ``test failed, to rerun …`` followed from the others. cargo
-test: ``test name ... FAILED`` lists a failing test, its ``---- name stdout
-----`` section gives the panic message, and ``test result: FAILED. …`` is
-kept. A panic outside a test is a root cause at its file.
+- The test run: ``test name ... ok|FAILED|ignored`` and every ``test
+  result:`` line, summed over the test binaries and doc-tests; ``error:
+  could not compile`` (the build failed); cargo-nextest's result lines
+  (``FAIL [ 0.005s] calc tests::it_multiplies``, named as nextest names
+  them, binary first) and its ``Summary`` line, which win over the libtest
+  lines nextest repeats.
+- Notable lines: rustc writes ``error[E0425]: message`` and, on a
+  following line, ``--> src/main.rs:4:13``: the error is placed at that
+  file, and the code lines with their markers (``4 |     let y = x + 1;``,
+  ``|  ^ not found``) are shown under it. ``error: could not compile `app```,
+  ``aborting due to …`` and ``test failed, to rerun …`` followed from the
+  others. A failing test's ``---- name stdout ----`` section gives its
+  panic message, and ``test result: FAILED. …`` is kept. A panic outside a
+  test is a root cause at its file.
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ from __future__ import annotations
 import re
 
 from .doc import RANK_AFTER, RANK_ROOT, RANK_TEST, Doc, Finding, Reading, shorten
+from .testrun import Collector, Names, TestRun, pairs
+
+__all__ = ["CargoRun", "read_cargo"]
 
 _HEAD = re.compile(r"^(?P<sev>error|warning)(?:\[(?P<code>[A-Z]?\d+|[\w:-]+)\])?: (?P<msg>.+)$")
 _ARROW = re.compile(r"^\s*--> (?P<path>.+?):(?P<line>\d+):(?P<col>\d+)\s*$")
@@ -22,15 +31,84 @@ _CODE = re.compile(r"^\s*\d*\s*\|")
 _AFTER = re.compile(r"could not compile|linking with `[^`]+` failed|aborting due to|test failed, to rerun|build failed|"
                     r"^\d+ previous errors?|failed to compile|generated \d+ warnings?|warnings? emitted|"
                     r"due to \d+ previous", re.IGNORECASE)
-_TEST_LINE = re.compile(r"^test (?P<name>\S+) \.\.\. (?P<res>FAILED|ok|ignored)(?:.*)$")
+_TEST_LINE = re.compile(r"^test (?P<name>.+?) \.\.\. (?P<res>ok|FAILED|ignored)\b")
+_RESULT = re.compile(r"^test result: (?P<res>ok|FAILED)\. (?P<counts>(?P<passed>\d+) passed; (?P<failed>\d+) failed; "
+                     r"(?P<ignored>\d+) ignored\b.*?)(?:; finished in .*)?$")
+_COMPILE_FAILED = re.compile(r"^error: could not compile")
+_NEXT = re.compile(r"^\s*(PASS|FAIL|SKIP|SIGSEGV|SIGABRT|SIGBUS|TIMEOUT|LEAK) \[\s*[\d.]+s\] (.+?)\s*$")
+_NEXT_SUMMARY = re.compile(r"^\s*Summary \[\s*[\d.]+s\] (\d+) tests? run: (.*)$")
 _STDOUT = re.compile(r"^---- (?P<name>\S+) stdout ----$")
 _PANIC_OLD = re.compile(r"^thread '(?P<thread>[^']*)' panicked at '(?P<msg>.*)', (?P<path>\S+?):(?P<line>\d+):\d+$")
 _PANIC_NEW = re.compile(r"^thread '(?P<thread>[^']*)' panicked at (?P<path>\S+?):(?P<line>\d+):\d+:$")
 _PANIC_ANY = re.compile(r"^thread '(?P<thread>[^']*)' (?:\(\d+\) )?panicked at (?P<rest>.*)$")
-_RESULT = re.compile(r"^test result: (?P<res>FAILED|ok)\. (?P<counts>.*?)(?:; finished in .*)?$")
 
 
-def read_rust(doc: Doc, r: Reading) -> None:
+class CargoRun(Collector):
+    """cargo test's and cargo-nextest's run (see the module doc)."""
+
+    framework = "cargo"
+    prefilter = r"test |error|\s*(?:PASS|FAIL|SKIP|SIGSEGV|SIGABRT|SIGBUS|TIMEOUT|LEAK) \[|\s*Summary \["
+    needles = ("test", "error", "fail", "pass", "skip", "s] ")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sums = {"passed": 0, "failed": 0, "ignored": 0}
+        self.results = 0
+        self.build_failed = False
+        self.next_counts: dict[str, int] | None = None
+        self.next_names = Names()
+        self.libtest_names = self.names
+
+    def line(self, line: str, number: int) -> None:
+        if m := _RESULT.match(line):
+            self.results += 1
+            for key in self.sums:
+                self.sums[key] += int(m.group(key))
+            self.summary_at(number)
+        elif m := _TEST_LINE.match(line):
+            if m.group("res") == "FAILED":
+                self.libtest_names.add(m.group("name"), number)
+            self.evidence += 1
+        elif _COMPILE_FAILED.match(line):
+            self.build_failed = True
+            self.evidence += 1
+        elif m := _NEXT_SUMMARY.match(line):
+            counts = pairs(m.group(2))
+            counts["run"] = int(m.group(1))
+            self.next_counts = counts
+            self.summary_at(number)
+        elif m := _NEXT.match(line):
+            if m.group(1) not in ("PASS", "SKIP"):
+                self.next_names.add(m.group(2), number)
+            self.evidence += 1
+
+    def result(self) -> TestRun | None:
+        if self.next_counts is not None:
+            self.names = names = self.next_names
+            c = self.next_counts
+            failed = c.get("failed", 0) + c.get("timed", 0)
+            passed, skipped = c.get("passed", 0), c.get("skipped", 0)
+            return self.run(failed_any=bool(failed or names.names), passed=passed,
+                            failed=max(failed, len(names.names)), skipped=skipped,
+                            total=c.get("run", passed + failed) + skipped)
+        self.names = names = self.libtest_names
+        if self.results:
+            s = self.sums
+            failed = s["failed"]
+            return self.run(failed_any=bool(failed or self.build_failed), passed=s["passed"], failed=failed,
+                            skipped=s["ignored"], total=s["passed"] + failed + s["ignored"],
+                            note="a target did not build" if self.build_failed else None)
+        if self.build_failed:
+            return TestRun("cargo", "failed", note="the build failed")
+        return None
+
+
+def _failing_test(r: Reading, thread: str) -> bool:
+    """Whether a panicking thread is a failing test (nextest names it after its binary)."""
+    return thread in r.failing_tests or any(name.endswith(" " + thread) for name in r.failing_tests)
+
+
+def read_cargo(doc: Doc, r: Reading) -> None:
     """rustc/cargo diagnostics, cargo test failures and panics (see the module doc)."""
     heads = [i for i in doc.lines_with("error", "warning") if i + 1 not in r.claimed and _HEAD.match(doc.lines[i])]
     panics = doc.lines_with("panicked at")
@@ -38,7 +116,7 @@ def read_rust(doc: Doc, r: Reading) -> None:
     arrows = doc.lines_with("--> ")
     if not arrows and not panics and not results and not any(_AFTER.search(doc.lines[i]) for i in heads):
         return
-    before = len(r.findings), len(r.tallies), len(r.failing_tests)
+    before = len(r.findings), len(r.tallies)
     for i in heads:
         m = _HEAD.match(doc.lines[i])
         assert m is not None
@@ -80,11 +158,8 @@ def read_rust(doc: Doc, r: Reading) -> None:
                           (j + 1, *shown), reader="cargo"))
     # cargo test
     for i in doc.lines_with(" ... FAILED", " ... ok", " ... ignored"):
-        m = _TEST_LINE.match(doc.lines[i])
-        if m:
+        if _TEST_LINE.match(doc.lines[i]):
             r.claim(i + 1)
-            if m.group("res") == "FAILED":
-                r.fail_test(m.group("name"), i + 1)
     sections = {}
     for i in doc.lines_with("---- "):
         m = _STDOUT.match(doc.lines[i])
@@ -114,7 +189,7 @@ def read_rust(doc: Doc, r: Reading) -> None:
             ctx = tuple(b + 1 for b in body[1:3])
         else:
             where, path, message = m.group("rest"), "panic", ""
-        is_test = thread in r.failing_tests or any(name == thread for name in sections.values())
+        is_test = _failing_test(r, thread) or any(name == thread for name in sections.values())
         r.claim(i + 1, *ctx)
         for j in range(i + 1, min(doc.n, i + 6)):
             if doc.lines[j].startswith("note: run with `RUST_BACKTRACE"):
@@ -122,7 +197,6 @@ def read_rust(doc: Doc, r: Reading) -> None:
         if is_test:
             r.add(Finding(i + 1, "failure", thread, f"failed {thread}: panicked at {where}: {shorten(message, 200)}",
                           RANK_TEST, ctx, reader="cargo test"))
-            r.fail_test(thread, i + 1)
         else:
             r.add(Finding(i + 1, "error", path, f"thread '{thread}' panicked at {where}: {shorten(message, 200)}",
                           RANK_ROOT, ctx, reader="cargo"))
@@ -140,8 +214,6 @@ def read_rust(doc: Doc, r: Reading) -> None:
         m = _RESULT.match(doc.lines[i])
         assert m is not None
         r.tally(i + 1, f"cargo test: {m.group('res')}. {m.group('counts')}")
-    if (len(r.findings), len(r.tallies), len(r.failing_tests)) != before:
+    if (len(r.findings), len(r.tallies)) != before:
         r.saw("cargo")
 
-
-__all__ = ["read_rust"]

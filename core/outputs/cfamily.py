@@ -1,4 +1,4 @@
-"""Readers for compilers that write ``path:line:col: error: message``, linkers, make, ninja and CMake.
+"""Compilers that write ``path:line:col: error: message``, linkers, make and ninja.
 
 The diagnostic form is GCC's, which clang, javac, swiftc and many others
 share (``path:line[:col]: error|warning|fatal error: message``, MSVC's and
@@ -10,8 +10,7 @@ libraries, duplicate symbols. make, ninja and the compiler drivers'
 closing lines (``make: *** … Error 1``, ``ninja: build stopped``,
 ``collect2: error: ld returned 1 exit status``) are what followed from the
 errors, ranked after them; ``No rule to make target`` and ``missing
-separator`` are root causes. CMake: ``CMake Error at FILE:LINE (command):``
-with its message, ``CMake Warning``, ``Configuring incomplete``.
+separator`` are root causes. (CMake's own messages: :mod:`.cmake`.)
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ from __future__ import annotations
 import re
 
 from .doc import RANK_AFTER, RANK_ROOT, Doc, Finding, Reading, shorten
+
+__all__ = ["read_cc", "read_linker", "read_make"]
 
 _DIAG = re.compile(
     r"^(?P<path>(?:[A-Za-z]:[\\/])?[^\s:\[(<][^:\n]*?):(?P<line>\d+)(?::(?P<col>\d+))?(?::\d+)?:\s*"
@@ -46,8 +47,6 @@ _MAKE_ROOT = re.compile(r"No rule to make target|missing separator|recipe commen
                         r"No targets specified|multiple target patterns|commands commence before", re.IGNORECASE)
 _NINJA_FAILED = re.compile(r"^FAILED: (?P<target>.*)$")
 _NINJA = re.compile(r"^ninja: (?:error: )?(?P<msg>.*)$")
-_CMAKE = re.compile(r"^CMake (?P<sev>Error|Warning|Deprecation Warning)(?: \(dev\))?(?: (?:at|in) "
-                    r"(?P<path>[^:\n]+?)(?::(?P<line>\d+))?(?: \((?P<cmd>[^)]*)\))?)?:\s*(?P<msg>.*)$")
 
 
 def _rel(path: str) -> str:
@@ -206,51 +205,3 @@ def read_make(doc: Doc, r: Reading) -> None:
                 continue
             rank = RANK_AFTER if "build stopped" in msg else RANK_ROOT
             r.add(Finding(i + 1, "error", "ninja", f"ninja: {shorten(msg, 200)}", rank, reader="ninja"))
-
-
-def read_cmake(doc: Doc, r: Reading) -> None:
-    """CMake's errors and warnings, and its closing line."""
-    for i in doc.lines_with("CMake Error", "CMake Warning", "CMake Deprecation Warning"):
-        if i + 1 in r.claimed:
-            continue
-        m = _CMAKE.match(doc.lines[i])
-        if not m:
-            continue
-        path = m.group("path")
-        place = path.strip() if path else "cmake"
-        at = f" at {place}" + (f":{m.group('line')}" if m.group("line") else "") + \
-            (f" ({m.group('cmd')})" if m.group("cmd") else "") if path else ""
-        msg = m.group("msg").strip()
-        # the message is indented on the lines after, in paragraphs
-        body: list[int] = []
-        j = i + 1
-        while j < doc.n and len(body) < 3 and j - i < 8:
-            line = doc.lines[j]
-            if line.strip() and not line[:1].isspace():
-                break
-            if line.strip() and not line.strip().startswith("Call Stack"):
-                body.append(j + 1)
-            j += 1
-        # the rest of the block (more paragraphs, the call stack) is accounted for
-        k = j
-        while k < doc.n and (not doc.lines[k].strip() or doc.lines[k][:1].isspace()) and k - i < 60:
-            r.claim(k + 1)
-            k += 1
-        sev = m.group("sev")
-        first_words = msg or (doc.lines[body[0] - 1].strip() if body else "")
-        text = f"CMake {sev.lower()}{at}: {shorten(first_words, 200)}".rstrip(": ")
-        if sev == "Error":
-            r.add(Finding(i + 1, "error", place, text, RANK_ROOT, tuple(body[:2]), reader="cmake"))
-        else:
-            r.add(Finding(i + 1, "warning", place, text, reader="cmake"))
-    # status lines ("-- Looking for pthread_create in pthreads - not found") only inform
-    for i in doc.lines_with("-- "):
-        line = doc.lines[i]
-        if line.startswith("-- ") and re.search(r"not found|[Ff]ailed|NOT found|Could NOT find|missing", line):
-            r.claim(i + 1)
-    for i in doc.lines_with("Configuring incomplete, errors occurred", "Generate step failed",
-                            "Build files have not been written"):
-        r.add(Finding(i + 1, "error", "cmake", shorten(doc.lines[i], 160), RANK_AFTER, reader="cmake"))
-
-
-__all__ = ["read_cc", "read_linker", "read_make", "read_cmake"]

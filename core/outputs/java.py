@@ -1,19 +1,24 @@
-"""Readers for Maven, javac, Surefire, Gradle and Java stack traces.
+"""Maven (javac, Surefire), Gradle and Java stack traces: the test run and the notable lines.
 
-- Maven's javac errors: ``[ERROR] /path/App.java:[42,17] cannot find symbol``
-  with ``symbol:``/``location:`` under it; ``[WARNING]`` ones tallied.
-- Surefire: ``[ERROR] testAdd(com.ex.AppTest)  Time elapsed: … <<< FAILURE!``
-  (JUnit 4) and ``[ERROR] com.ex.AppTest.testAdd  Time elapsed: … <<<
-  FAILURE!`` (JUnit 5) with the exception under it; the ``Failures:`` list
-  and ``Tests run: …`` kept.
-- ``[ERROR] Failed to execute goal …`` followed from the others; Maven's
-  closing advice (``-> [Help 1]``, ``Re-run Maven …``) is accounted for.
-- Gradle: ``> Task :x FAILED``, ``* What went wrong:`` and ``FAILURE: Build
-  failed`` followed from the others; ``AppTest > testAdd() FAILED`` lists a
-  failing test.
-- Java stack traces: the deepest ``Caused by:`` is the root cause, placed at
-  its first frame.
-(javac run directly writes GCC's form, read by :mod:`.cfamily`.)
+- Surefire's run (framework ``maven``): the ``Results:`` block's ``Tests
+  run: 15, Failures: 1, Errors: 1, Skipped: 0`` (summed over the modules of
+  a multi-module build); failing names from ``[ERROR] testAdd(com.ex.AppTest)
+  Time elapsed: … <<< FAILURE!`` (JUnit 4) and ``[ERROR]
+  com.ex.AppTest.testAdd -- Time elapsed: … <<< FAILURE!`` (JUnit 5), as
+  ``com.ex.AppTest.testAdd``; when the output holds only the ``Failures:``
+  list, its items (``AppTest.testAdd``).
+- Gradle's run: ``AppTest > testAdd() FAILED`` names a failing test
+  (``AppTest.testAdd()``), and ``3 tests completed, 1 failed, 1 skipped``
+  counts them.
+- Notable lines: Maven's javac errors (``[ERROR] /path/App.java:[42,17]
+  cannot find symbol`` with ``symbol:``/``location:`` under it);
+  ``[WARNING]`` ones tallied; Surefire's failures with the exception under
+  each; ``[ERROR] Failed to execute goal …`` followed from the others, and
+  Maven's closing advice (``-> [Help 1]``, ``Re-run Maven …``) is accounted
+  for. Gradle: ``> Task :x FAILED``, ``* What went wrong:`` and ``FAILURE:
+  Build failed`` followed from the others. Java stack traces: the deepest
+  ``Caused by:`` is the root cause, placed at its first frame. (javac run
+  directly writes GCC's form, read by :mod:`.cfamily`.)
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from __future__ import annotations
 import re
 
 from .doc import RANK_AFTER, RANK_ROOT, RANK_TEST, Doc, Finding, Reading, shorten
+from .testrun import Collector, Names, TestRun
+
+__all__ = ["MavenRun", "GradleRun", "read_maven", "read_java_traces"]
 
 _MVN_DIAG = re.compile(r"^\[(?P<sev>ERROR|WARNING)\] (?P<path>(?:[A-Za-z]:)?[^\s\[]+?\.(?:java|kt|scala|groovy)):"
                        r"\[(?P<line>\d+),(?P<col>\d+)\] (?P<msg>.*)$")
@@ -31,7 +39,8 @@ _SUREFIRE5 = re.compile(r"^\[ERROR\] (?P<name>[\w.$]+(?:\.[\w$\[\]]+)?(?:\(\))?)
                         r"(?P<kind>FAILURE|ERROR)!\s*$")
 _SUREFIRE_CLASS = re.compile(r"^\[(?:ERROR|INFO|WARNING)\] Tests run: \d+.*(?:<<< (?:FAILURE|ERROR)!)? - in \S+$|"
                              r"^\[(?:ERROR|INFO|WARNING)\] Tests run: \d+, Failures: \d+.*-- in \S+$")
-_TESTS_RUN = re.compile(r"^\[(?:ERROR|INFO|WARNING)\] Tests run: (?P<counts>\d+, Failures: \d+, Errors: \d+, Skipped: \d+)\s*$")
+_TESTS_RUN = re.compile(r"^\[(?:ERROR|INFO|WARNING)\] Tests run: (?P<counts>(?P<run>\d+), Failures: (?P<failures>\d+), "
+                        r"Errors: (?P<errors>\d+), Skipped: (?P<skipped>\d+))\s*$")
 _FAIL_LIST_HEAD = re.compile(r"^\[ERROR\] (?:Failures|Errors|Tests in error|Failed tests):\s*$")
 _FAIL_LIST_ITEM = re.compile(r"^\[ERROR\]\s{2,}(?:Run \d+: )?(?P<name>[\w.$]+(?:[.:]\w+)*)(?::\d+)?\s*(?P<msg>.*)$")
 _GOAL = re.compile(r"^\[ERROR\] Failed to execute goal (?P<msg>.*)$")
@@ -40,15 +49,91 @@ _MVN_BOILER = re.compile(r"^\[ERROR\] (?:-> \[Help 1\]|To see the full stack tra
 _MVN_ERROR = re.compile(r"^\[ERROR\] (?P<msg>.+)$")
 _GRADLE_TASK = re.compile(r"^> Task (?P<task>\S+) FAILED$")
 _GRADLE_TEST = re.compile(r"^(?P<cls>[\w.$]+) > (?P<test>.+?) FAILED$")
+_GRADLE_COUNTS = re.compile(r"^(?P<run>\d+) tests? completed, (?P<failed>\d+) failed(?:, (?P<skipped>\d+) skipped)?\s*$")
 _JAVA_EXC = re.compile(r"^(?:Exception in thread \"[^\"]*\" |Caused by: )?(?P<exc>(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*"
                        r"(?:Exception|Error|Throwable|Failure)[\w$]*)(?:: (?P<msg>.*))?$")
 _JAVA_AT = re.compile(r"^\s+at (?P<frame>[\w.$<>]+)\((?P<file>[\w$.-]+\.(?:java|kt|scala|groovy)):(?P<line>\d+)\)$")
 
 
+def _surefire_name(line: str) -> str | None:
+    """The test a Surefire failure line names (JUnit 4 or 5), or None."""
+    if m := _SUREFIRE4.match(line):
+        return f"{m.group('cls')}.{m.group('method')}"
+    if m := _SUREFIRE5.match(line):
+        return m.group("name")
+    return None
+
+
+class MavenRun(Collector):
+    """Surefire's run under Maven (see the module doc)."""
+
+    framework = "maven"
+    prefilter = r"\[(?:ERROR|INFO|WARNING)\] "
+    needles = ("error", "test")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed = Names()  # the Failures:/Errors: list's items
+        self.in_list = False
+
+    def line(self, line: str, number: int) -> None:
+        if not line.startswith("["):
+            return  # another format's line: the Failures: list goes on
+        if m := _TESTS_RUN.match(line):
+            self.counts = self.counts or {}
+            for key in ("run", "failures", "errors", "skipped"):
+                self.counts[key] = self.counts.get(key, 0) + int(m.group(key))
+            self.summary_at(number)
+            self.in_list = False
+        elif name := _surefire_name(line):
+            self.names.add(name, number)
+            self.evidence += 1
+        elif _FAIL_LIST_HEAD.match(line):
+            self.in_list = True
+        elif self.in_list and (m := _FAIL_LIST_ITEM.match(line)):
+            self.listed.add(re.sub(r":\d+$", "", m.group("name")), number)
+        else:
+            self.in_list = False
+
+    def result(self) -> TestRun | None:
+        if self.counts is None:
+            return None
+        if not self.names.names:
+            self.names = self.listed
+        c = self.counts
+        failed, errors, skipped = c["failures"], c["errors"], c["skipped"]
+        passed = max(0, c["run"] - failed - errors - skipped)
+        return self.run(passed=passed, failed=failed, skipped=skipped, errors=errors, total=c["run"])
+
+
+class GradleRun(Collector):
+    """Gradle's test run (see the module doc)."""
+
+    framework = "gradle"
+    prefilter = r"[\w.$]+ > |\d+ tests? completed"
+    needles = ("fail", "test")
+
+    def line(self, line: str, number: int) -> None:
+        if m := _GRADLE_COUNTS.match(line):
+            self.counts = {k: int(v or 0) for k, v in m.groupdict().items()}
+            self.summary_at(number)
+        elif m := _GRADLE_TEST.match(line):
+            self.names.add(f"{m.group('cls')}.{m.group('test')}", number)
+            self.evidence += 1
+
+    def result(self) -> TestRun | None:
+        if self.counts is None:
+            return None
+        c = self.counts
+        passed = max(0, c["run"] - c["failed"] - c["skipped"])
+        return self.run(passed=passed, failed=c["failed"], skipped=c["skipped"], total=c["run"])
+
+
 def read_maven(doc: Doc, r: Reading) -> None:
     """Maven with javac and Surefire, and Gradle (see the module doc)."""
     tagged = doc.lines_with("[ERROR]", "[WARNING]")
-    gradle = doc.lines_with("> Task ", " FAILED", "FAILURE: Build failed", "What went wrong")
+    gradle = doc.lines_with("> Task ", " FAILED", "FAILURE: Build failed", "What went wrong", " tests completed",
+                            " test completed")
     if not tagged and not gradle:
         return
     saw = False
@@ -78,21 +163,18 @@ def read_maven(doc: Doc, r: Reading) -> None:
             r.add(Finding(i + 1, "error", path, f"error at {at}: {shorten(m.group('msg'), 200)}", RANK_ROOT, ctx,
                           reader="maven"))
             continue
-        m4 = _SUREFIRE4.match(line)
-        m5 = None if m4 else _SUREFIRE5.match(line)
-        if m4 or m5:
+        name = _surefire_name(line)
+        if name is not None:
             saw = True
-            name = f"{m4.group('cls')}.{m4.group('method')}" if m4 else m5.group("name")  # type: ignore[union-attr]
             ctx = tuple(j + 1 for j in range(i + 1, min(doc.n, i + 3)) if doc.lines[j].strip())
             j = i + 1
             while j < doc.n and j - i < 200 and not doc.lines[j].startswith("["):
                 r.claim(j + 1)
                 j += 1
             first = doc.lines[ctx[0] - 1].strip() if ctx else ""
-            kind = "failure" if (m4 or m5).group("kind") == "FAILURE" else "error"  # type: ignore[union-attr]
+            kind = "failure" if line.rstrip().endswith("<<< FAILURE!") else "error"
             r.add(Finding(i + 1, kind, name, f"failed {name}" + (f": {shorten(first, 200)}" if first else ""), RANK_TEST,
                           ctx, reader="surefire"))
-            r.fail_test(name, i + 1)
             continue
         if _SUREFIRE_CLASS.match(line):
             saw = True
@@ -108,11 +190,8 @@ def read_maven(doc: Doc, r: Reading) -> None:
             saw = True
             r.claim(i + 1)
             j = i + 1
-            while j < doc.n and (im := _FAIL_LIST_ITEM.match(doc.lines[j])):
+            while j < doc.n and _FAIL_LIST_ITEM.match(doc.lines[j]):
                 r.claim(j + 1)
-                name = re.sub(r":\d+$", "", im.group("name"))
-                if not any(name in t or t in name for t in r.failing_tests):
-                    r.fail_test(name, j + 1)
                 j += 1
             continue
         m = _GOAL.match(line)
@@ -169,11 +248,14 @@ def read_maven(doc: Doc, r: Reading) -> None:
             first = doc.lines[ctx[0] - 1].strip() if ctx else ""
             r.add(Finding(i + 1, "failure", name, f"failed {name}" + (f": {shorten(first, 200)}" if first else ""),
                           RANK_TEST, ctx, reader="gradle"))
-            r.fail_test(name, i + 1)
             continue
         if line.startswith("FAILURE: Build failed"):
             gsaw = True
             r.add(Finding(i + 1, "error", "gradle", shorten(line, 200), RANK_AFTER, reader="gradle"))
+            continue
+        if _GRADLE_COUNTS.match(line):
+            gsaw = True
+            r.tally(i + 1, "gradle: " + line.strip())
             continue
         if line.startswith("* What went wrong"):
             gsaw = True
@@ -225,5 +307,3 @@ def read_java_traces(doc: Doc, r: Reading) -> None:
         r.add(Finding(root + 1, "error", place, f"{shorten(text, 200)}{where}", RANK_ROOT,
                       (i + 1,) if root != i else (), reader="java"))
 
-
-__all__ = ["read_maven", "read_java_traces"]

@@ -1,4 +1,5 @@
-"""summarise: exact readers over a corpus of outputs shaped like those pasted into bug reports.
+"""summarise (wisp.core.outputs.summarise): exact readers over a corpus of outputs shaped like those
+pasted into bug reports, and its failing tests agreeing with the `tests` fact's reading.
 
 tests/data/summarise/manifest.json names, for each output, the line a person
 triaging it would call the root cause (``root``, with ``root_text``, a piece
@@ -12,12 +13,14 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from wisp.core.tokens import estimate_tokens
-from wisp.core.memory.readers import analyse, summarise
-from wisp.core.memory.readers.doc import split_stored_lines
+from wisp.core.outputs import analyse, read_test_run, split_stored_lines, summarise
+from wisp.core.outputs.doc import Doc, Reading
+from wisp.core.outputs.runs import COLLECTORS, TestOutputParser
+from wisp.core.outputs.summaries import RUNTIME_READERS, TOOLCHAIN_READERS
 
 from tests.support.home import DATA as DATA_ROOT
 
@@ -200,3 +203,148 @@ def test_a_read_file_output_is_read_for_its_text(name: str) -> None:
     stored = "\n".join(f"{i}\t{line}" for i, line in enumerate(lines, start=1)) + "\n[end of file]"
     s = summarise(stored, None)
     assert first_point(s.text) == MANIFEST[name]["root"], s.text
+
+
+# --- one reading of a test run: the `tests` fact and summarise agree (issue 9) ------------------
+
+RUN_SAMPLES = sorted([p for p in (DATA_ROOT / "test_runs").iterdir()] +
+                     [p for p in DATA.iterdir() if p.name != "manifest.json"])
+
+
+def _stream(text: str, command: str | None, status: int | None, size: int = 97):
+    """The test run as run_command reads it: fed in pieces as the command's output streams."""
+    parser = TestOutputParser(command)
+    for i in range(0, len(text), size):
+        parser.feed(text[i:i + size])
+    return parser.result(status)
+
+
+@pytest.mark.parametrize("path", RUN_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_tests_fact_and_summarise_agree(path: Path) -> None:
+    """For every sample that is a test run: run_command's meta["tests"] (streamed), the `tests` fact
+    read from the stored output, and summarise name the same failing tests, and the counts agree."""
+    text = path.read_text()
+    meta = {"exit_status": 1}
+    fact = read_test_run(text, 1)
+    if fact is None:
+        assert _stream(text, None, 1) is None
+        return
+    streamed = _stream(text, None, 1)
+    assert streamed == fact
+    a = analyse(text, meta)
+    assert a.reading.test_run == fact
+    assert list(a.reading.failing_tests) == fact.failing and a.reading.more_failing == fact.more_failing
+    # every name is cited at a line that says it: pytest's section says the test's last part, a jest
+    # suite that failed to run says so under its file, go's package line the package
+    lines = split_stored_lines(text)
+    for name, line in a.reading.failing_tests.items():
+        shown = lines[line - 1]
+        said = (name, name.split("::")[-1], name.rsplit(".", 1)[-1], name.split(" [")[0])
+        assert any(x in shown for x in said) or name.endswith("(failed to run)") and "failed to run" in shown, \
+            (name, shown)
+    # the counts: every failing name is counted as failed or as an error (go: a package that did not build)
+    counted = (fact.failed or 0) + (fact.errors or 0)
+    assert len(fact.failing) + fact.more_failing <= max(counted, 1)
+    assert fact.outcome == ("failed" if counted or fact.failing else fact.outcome)
+    # and summarise says it all in words
+    s = summarise(text, meta, budget_tokens=4000).text
+    assert f"test run: {fact.headline()}" in s
+    if fact.failing:
+        assert f"{len(fact.failing)} failing test{'s' if len(fact.failing) != 1 else ''}: " in s
+        for name in fact.failing[:12]:
+            assert name in s
+    else:
+        assert "failing test" not in s.replace("no errors or failing tests", "")
+    assert fact.summary().startswith(fact.headline()) and fact.value().startswith(f"{fact.outcome} (exit status 1)")
+
+
+def test_the_samples_hold_a_run_of_every_framework() -> None:
+    """So that the agreement above covers each collector."""
+    seen = {run.framework for run in (read_test_run(p.read_text(), 1) for p in RUN_SAMPLES) if run is not None}
+    assert seen == {c.framework for c in COLLECTORS}, seen
+
+
+def test_a_command_hint_is_read_the_same_by_both() -> None:
+    """The entry's meta carries the command: summarise picks the run the fact picks."""
+    text = (DATA_ROOT / "test_runs" / "cargo_nextest_failed.txt").read_text()
+    meta = {"exit_status": 100, "command": "cargo nextest run"}
+    run = read_test_run(text, 100, "cargo nextest run")
+    a = analyse(text, meta)
+    assert a.reading.test_run == run and list(a.reading.failing_tests) == ["calc tests::it_multiplies"]
+    # the panic under the nextest name is the failing test's, not a root cause of its own
+    assert any(f.kind == "failure" and f.place == "tests::it_multiplies" for f in a.reading.findings)
+
+
+def test_without_a_summary_summarise_still_lists_the_failures_it_saw() -> None:
+    text = "FAILED tests/t.py::test_a - assert 0\nFAILED tests/t.py::test_b\n"
+    assert read_test_run(text, None) is None
+    a = analyse(text)
+    assert list(a.reading.failing_tests) == ["tests/t.py::test_a", "tests/t.py::test_b"]
+    assert a.reading.test_run is None
+
+
+# --- no reader raises on outside input ---------------------------------------------------------
+
+_RUN_PIECES = st.sampled_from([
+    "FAILED a.py::t - x", "ERROR a.py", "=== FAILURES ===", "____ t ____", "1 failed, 2 passed in 0.1s",
+    "--- FAIL: TestX (0.00s)", "    --- FAIL: TestX/sub (0.00s)", "FAIL\tpkg\t0.01s", "ok  \tpkg\t0.1s",
+    "FAIL\tpkg [build failed]", '{"Action":"fail","Package":"p","Test":"T"}', '{"Action":"fail"}', "{",
+    "test a ... FAILED", "test result: FAILED. 1 passed; 1 failed; 0 ignored", "error: could not compile `x`",
+    "        FAIL [   0.005s] calc t", "     Summary [   0.012s] 2 tests run: 1 passed, 1 failed",
+    "● Suite › t", "● Test suite failed to run", "FAIL ./a.test.js", "Tests:       1 failed, 1 total",
+    "Test Suites: 1 failed, 1 total", " FAIL  src/a.test.ts > s > t", " Tests  1 failed (1)", " Test Files  1 failed (1)",
+    "Test Case '-[A.B t]' failed (0.1 seconds).", "\t Executed 1 test, with 1 failure (0 unexpected) in 0.1 (0.1) seconds",
+    "✘ Test a() failed after 0.1 seconds.", "✘ Test run with 1 test failed after 0.1 seconds.", "error: fatalError",
+    "FAIL: t (m.C)", "Ran 2 tests in 0.1s", "FAILED (failures=1, errors=1)", "OK (skipped=1)",
+    "[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0", "[ERROR] a.B.t -- Time elapsed: 0.1 s <<< FAILURE!",
+    "[ERROR] Failures: ", "[ERROR]   B.t:12 boom", "A > t() FAILED", "2 tests completed, 1 failed",
+    "", " ", "\x1b[31m", "\r", "2024-06-01T10:00:00.1Z FAILED a.py::t"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_RUN_PIECES | st.text(max_size=40), max_size=40).map("\n".join),
+       st.sampled_from([None, "pytest", "go test", "cargo test", "npx jest", "swift test", "make test", "ls"]),
+       st.sampled_from([None, 0, 1, -9]), st.integers(min_value=1, max_value=50))
+def test_the_test_run_reading_never_raises_and_any_split_agrees(text: str, command, status, size: int) -> None:
+    whole = read_test_run(text, status, command)
+    assert whole is None or whole.outcome in ("passed", "failed", "no tests")
+    parser = TestOutputParser(command)
+    for i in range(0, len(text), size):
+        parser.feed(text[i:i + size])
+    assert parser.result(status) == whole
+    if whole is not None:
+        whole.summary(), whole.value(), whole.to_dict()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_RUN_PIECES | st.text(max_size=40), max_size=40).map("\n".join),
+       st.sampled_from([None, 0, 1]), st.sampled_from([None, "pytest", "go test ./...", "make check"]))
+def test_summarise_reads_the_run_the_fact_reads(text: str, status, command) -> None:
+    """summarise reads only the lines that hold a collector's needle (for speed on large outputs);
+    that finds the same run as reading every line, so the two cannot disagree on any text."""
+    assume("\r" not in text and "\x1b" not in text)
+    doc = Doc(text, None)
+    assume(not doc.ci_stamped and not doc.self_numbered)
+    meta = {"exit_status": status, "command": command} if status is not None else {"command": command}
+    fact = read_test_run(text, status, command)
+    a = analyse(text, meta)
+    assert a.reading.test_run == fact
+    if fact is not None:
+        assert list(a.reading.failing_tests) == fact.failing
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=80) | _RUN_PIECES, max_size=30))
+def test_no_collector_raises_on_any_line(lines: list[str]) -> None:
+    for cls in COLLECTORS:
+        c = cls()
+        for number, line in enumerate(lines, start=1):
+            c.line(line, number)
+        c.result()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=80) | _PIECES | _RUN_PIECES, max_size=30).map("\n".join))
+def test_no_reader_raises_on_any_text(text: str) -> None:
+    for reader in TOOLCHAIN_READERS + RUNTIME_READERS:
+        reader(Doc(text, None), Reading())
