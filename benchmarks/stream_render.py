@@ -23,7 +23,7 @@ def chunks(n: int) -> list[dict]:
 async def run_once(tokens: int, url: str) -> float:
     from wisp.core.session import SessionOptions
     from wisp.tui.app import WispApp
-    from wisp.tui.chat import AssistantMessage
+    from wisp.tui.widgets import AssistantMessage
 
     app = WispApp(SessionOptions())
     async with app.run_test(size=(120, 40)) as pilot:

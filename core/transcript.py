@@ -4,6 +4,11 @@ A view (the TUI's chat pane) asks for the last ``limit`` turns before a
 turn number and gets them in order with their entries, plus how many turns
 come before them, so a 1,000-turn conversation opens without rendering
 every message (issue "wisp runs end to end", "TUI").
+
+:func:`turn_events` turns a stored turn back into the
+:mod:`wisp.core.events` its live run yielded, so a view draws stored and
+live turns through one path, and marks a cut, stopped or failed reply in
+one place (issue 9, "The TUI renders events").
 """
 
 from __future__ import annotations
@@ -11,14 +16,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import events as ev
+
+__all__ = ["TurnView", "TranscriptPage", "load_page", "prompt_history", "turn_events"]
+
+#: Turn states that end a turn; an ``open`` turn (still running, or its process died) has no end yet.
+_ENDED = ("done", "stopped", "error", "cut")
+
 
 @dataclass
 class TurnView:
-    """One stored turn: ``number``, ``state`` and its entries in order."""
+    """One stored turn: ``number``, ``state`` and its entries in order;
+    ``conversation`` (its id) and ``error`` (the message a failed turn ended with, or ``None``)."""
 
     number: int
     state: str
     entries: list[Any]
+    conversation: int = 0
+    error: str | None = None
 
 
 @dataclass
@@ -37,7 +52,7 @@ async def load_page(store: Any, conversation_id: int, limit: int = 50,
     if not turns:
         return TranscriptPage([], 0)
     by_turn = await store.turn_entries([t.id for t in turns])
-    views = [TurnView(t.number, t.state, by_turn.get(t.id, [])) for t in turns]
+    views = [TurnView(t.number, t.state, by_turn.get(t.id, []), conversation_id, t.error) for t in turns]
     return TranscriptPage(views, earlier=max(0, turns[0].number - 1))
 
 
@@ -45,3 +60,51 @@ async def prompt_history(store: Any, conversation_id: int, limit: int = 200) -> 
     """The conversation's last ``limit`` prompts, oldest first, for Up/Down."""
     page = await load_page(store, conversation_id, limit=limit)
     return [e.content for t in page.turns for e in t.entries if e.kind == "prompt"]
+
+
+def turn_events(turn: TurnView) -> list[ev.AgentEvent]:
+    """The events the live run of ``turn`` yielded, rebuilt from its entries.
+
+    A prompt gives :class:`~wisp.core.events.TurnStarted`; thinking a
+    :class:`~wisp.core.events.ThinkingDelta`; a reply its text as one
+    :class:`~wisp.core.events.TextDelta` and a
+    :class:`~wisp.core.events.ReplyRecorded` with its ``cut`` and ``partial``
+    flags; a tool call and its result :class:`~wisp.core.events.ToolCall` and
+    :class:`~wisp.core.events.ToolResult` (``ok`` false when its ``meta`` says
+    ``error``); a notice entry a :class:`~wisp.core.events.Notice` (level from
+    ``meta["level"]``, else ``warning``). A failed turn then gives the
+    :class:`~wisp.core.events.Error` it ended with (its ``kind`` is the reason
+    stored on the partial reply, else ``agent``), and every ended turn its
+    :class:`~wisp.core.events.TurnEnded`; an ``open`` turn gives none.
+    Streaming-only events (tool output pieces, usage) are not rebuilt.
+    """
+    out: list[ev.AgentEvent] = []
+    reason: str | None = None
+    for e in turn.entries:
+        meta = e.meta or {}
+        if e.kind == "prompt":
+            out.append(ev.TurnStarted(turn.conversation, turn.number, e.number, e.content))
+        elif e.kind == "thinking":
+            if e.content:
+                out.append(ev.ThinkingDelta(e.content))
+        elif e.kind == "reply":
+            if e.content:
+                out.append(ev.TextDelta(e.content))
+            out.append(ev.ReplyRecorded(e.number, e.content or "", cut=bool(meta.get("cut")),
+                                        partial=bool(meta.get("partial"))))
+            if meta.get("partial") and meta.get("reason"):
+                reason = str(meta["reason"])
+        elif e.kind == "tool_call":
+            arguments = e.arguments if isinstance(e.arguments, dict) else {}
+            out.append(ev.ToolCall(e.number, e.tool_call_id or "", e.tool_name or "?", arguments))
+        elif e.kind == "tool_result":
+            out.append(ev.ToolResult(e.number, e.tool_call_id or "", e.tool_name or "?", e.content or "",
+                                     ok=not meta.get("error"), meta=dict(meta)))
+        elif e.kind == "notice":
+            out.append(ev.Notice(e.content, level=str(meta.get("level") or "warning")))
+    if turn.state == "error":
+        out.append(ev.Error(reason if reason and reason != "stopped" else "agent",
+                            turn.error or "this turn ended with an error"))
+    if turn.state in _ENDED:
+        out.append(ev.TurnEnded(turn.number, turn.state))
+    return out

@@ -1,4 +1,11 @@
-"""wisp.themes: .tcss styles and Textual themes."""
+"""wisp.themes: the theme, the app-wide stylesheet and the highlighting style.
+
+Each widget keeps its own look in its ``DEFAULT_CSS`` (``wisp.tui.widgets``)
+and each screen in a ``.tcss`` beside it (``wisp.tui.screens``); here is
+what the whole app shares: the colours (:data:`WISP_THEME`), the layout of
+the main screen (:data:`STYLESHEET`) and the pygments style of highlighted
+text (:data:`SYNTAX_THEME`).
+"""
 
 from __future__ import annotations
 
@@ -24,4 +31,7 @@ WISP_THEME = Theme(
     dark=True,
 )
 
-__all__ = ["STYLESHEET", "WISP_THEME"]
+#: The pygments style of highlighted requests and entries (/inspect context, /show).
+SYNTAX_THEME = "monokai"
+
+__all__ = ["STYLESHEET", "SYNTAX_THEME", "WISP_THEME"]

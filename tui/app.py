@@ -1,41 +1,49 @@
-"""The wisp Textual app: chat pane, prompt input and status bar.
+"""The wisp Textual app: chat pane, side panels, prompt input and status bar.
 
 The app owns no SQL and no HTTP: it opens a :class:`wisp.core.session.Session`,
 hands prompts to it (or slash commands to :mod:`wisp.core.commands`) and
-renders the :mod:`wisp.core.events` that come back.
+renders the :mod:`wisp.core.events` that come back, through the chat pane
+(:class:`~wisp.tui.widgets.ChatPane`), the status bar and the side panels.
+Stored turns are drawn by the same chat pane method as live ones.
+
+Every handler, action and worker answers a crash with an error line in the
+chat and goes on (issue 11, "Every path answers"; :mod:`wisp.tui.guard`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import traceback
 from typing import Any
 
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.worker import Worker
+from textual.widgets import Collapsible
+from textual.worker import Worker, WorkerState
 
 from wisp.core import events as ev
 from wisp.core.commands import is_command, run_command
 from wisp.core.config import Config
+from wisp.core.episodes.refine import REFINE_INTERVAL_S
 from wisp.core.session import Session, SessionOptions
 from wisp.core.transcript import load_page, prompt_history
 from wisp.themes import STYLESHEET, WISP_THEME
 
-from .chat import AssistantMessage, ChatPane, CommandOutput, Notice, ToolBlock, UserMessage
-from .context_panels import ContextSidebar
-from .context_views import view_for
-from .help import HelpScreen
-from .prompt import PromptInput
-from .status import StatusBar
+from .guard import Guarded
+from .screens import ApprovalScreen, HelpScreen, MemoryScreen, view_for
+from .widgets import ChatPane, CommandOutput, ContextSidebar, Notice, PromptInput, StatusBar, UserMessage
+
+__all__ = ["WispApp", "PAGE_TURNS"]
 
 PAGE_TURNS = 50  # turns rendered at a time
 
 
-class WispApp(App[int]):
+class WispApp(Guarded, App[int]):
     """wisp's TUI. ``options`` say which conversation to open and which tools
-    to give; ``config`` defaults to the one in ``WISP_HOME``."""
+    to give; ``config`` defaults to the one in ``WISP_HOME``; ``connect``
+    false leaves the endpoint alone until the first prompt."""
 
     TITLE = "wisp"
     CSS_PATH = str(STYLESHEET)
@@ -69,25 +77,34 @@ class WispApp(App[int]):
         self._last_turn_shown = 0
         self._session_closing = False
         self.ready = asyncio.Event()
+        # the main screen's widgets, kept so that they are found while a modal screen is up
+        self._chat = ChatPane(id="chat")
+        self._sidebar = ContextSidebar(id="context-sidebar")
+        self._prompt = PromptInput(id="prompt")
+        self._status = StatusBar(id="status")
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
-            yield ChatPane(id="chat")
-            yield ContextSidebar(id="context-sidebar")
-        yield PromptInput(id="prompt")
-        yield StatusBar(id="status")
+            yield self._chat
+            yield self._sidebar
+        yield self._prompt
+        yield self._status
 
     @property
     def chat(self) -> ChatPane:
-        return self.query_one(ChatPane)
+        return self._chat
 
     @property
     def status(self) -> StatusBar:
-        return self.query_one(StatusBar)
+        return self._status
 
     @property
     def prompt_input(self) -> PromptInput:
-        return self.query_one(PromptInput)
+        return self._prompt
+
+    @property
+    def sidebar(self) -> ContextSidebar:
+        return self._sidebar
 
     async def on_mount(self) -> None:
         self.register_theme(WISP_THEME)
@@ -95,30 +112,30 @@ class WispApp(App[int]):
         self.prompt_input.focus()
         self.start_session()
         # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
-        from wisp.core.episodes.refine import REFINE_INTERVAL_S
         self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
 
-    @work(exclusive=True, group="session")
+    @work(exclusive=True, group="session", exit_on_error=False)
     async def start_session(self) -> None:
         """Open the session, show the stored conversation, then connect."""
         try:
-            self.session = await Session.open(self.options, self._config)
-        except Exception as exc:  # a bad config or unknown conversation: say so, stay open
-            await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
-            self.status.state = "error"
+            try:
+                self.session = await Session.open(self.options, self._config)
+            except Exception as exc:  # a bad config or unknown conversation: say so, stay open
+                await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
+                self.status.state = "error"
+                return
+            s = self.session
+            self.status.conversation = s.conversation_id
+            for problem in getattr(s, "startup_problems", []):
+                await self.chat.add(Notice(problem, "warning"))
+            if s.conversation_id is not None:
+                await self.show_page(s.conversation_id)
+                self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
+            self.refresh_context()
+            if self._connect:
+                await self.connect()
+        finally:
             self.ready.set()
-            return
-        s = self.session
-        self.status.conversation = s.conversation_id
-        for problem in getattr(s, "startup_problems", []):
-            await self.chat.add(Notice(problem, "warning"))
-        if s.conversation_id is not None:
-            await self.show_page(s.conversation_id)
-            self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
-        self.refresh_context()
-        if self._connect:
-            await self.connect()
-        self.ready.set()
 
     async def connect(self) -> bool:
         """Resolve the endpoint; show which model and endpoint, or why none."""
@@ -146,18 +163,11 @@ class WispApp(App[int]):
         return ok
 
     async def show_page(self, conversation_id: int, before: int | None = None) -> None:
-        """Render a page of stored turns (at the top when loading earlier ones)."""
+        """Draw a page of stored turns: the last ones, or (``before``) those
+        above the first shown."""
         assert self.session is not None
         page = await load_page(self.session.store, conversation_id, PAGE_TURNS, before)
-        widgets: list[Any] = []
-        for turn in page.turns:
-            widgets.extend(_turn_widgets(turn))
-        if before is None:
-            await self.chat.mount_all(widgets)
-        else:
-            anchor = self.chat.earlier_button
-            index = self.chat.children.index(anchor) + 1 if anchor is not None else 0
-            await self.chat.mount_all(widgets, before=index if index < len(self.chat.children) else None)
+        await self.chat.show_turns(page.turns, above=before is not None)
         if page.turns:
             self._first_shown = page.turns[0].number
             self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number)
@@ -166,7 +176,7 @@ class WispApp(App[int]):
         else:
             await self.chat.hide_earlier_button()
         if before is None:
-            self.chat.scroll_end(animate=False)
+            self.chat.anchor()
 
     async def on_chat_pane_load_earlier(self, message: ChatPane.LoadEarlier) -> None:
         if self.session and self.session.conversation_id and self._first_shown:
@@ -176,6 +186,7 @@ class WispApp(App[int]):
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         text = message.text
+        self.chat.anchor()  # the person sent something: follow the end again
         if self.session is None:
             await self.chat.add(Notice("wisp is still starting; try again in a moment.", "warning"))
             return
@@ -187,8 +198,7 @@ class WispApp(App[int]):
                 await self.push_screen(view)
                 return
             if result.title == "memory" and not result.error and (result.data or {}).get("memories"):
-                from .memory import MemoryScreen  # /memory: pick a memory to read (issue "Episodic memory")
-                await self.push_screen(MemoryScreen(self.session, result.data))
+                await self.push_screen(MemoryScreen(self.session, result.data))  # pick a memory to read
                 return
             await self.chat.add(CommandOutput(f"`{text.strip()}`\n\n{result.text}", error=result.error))
             if result.reconnect and (self.turn_worker is None or not self.turn_worker.is_running):
@@ -199,9 +209,10 @@ class WispApp(App[int]):
             return
         self.turn_worker = self.run_turn(text)
 
-    @work(exclusive=True, group="turn")
+    @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:
-        """Run one turn and render its events as they come."""
+        """Run one turn and draw its events as they come; Esc (cancelling
+        this worker) ends it as stopped."""
         assert self.session is not None
         s = self.session
         if s.endpoint is None and not await self.connect():
@@ -211,75 +222,39 @@ class WispApp(App[int]):
             return
         await self.show_turns_from_elsewhere()
         self.status.state = "streaming"
-        reply: AssistantMessage | None = None
-        blocks: dict[str, ToolBlock] = {}
         final_state = "error"
-
-        async def ensure_reply() -> AssistantMessage:
-            nonlocal reply
-            if reply is None:
-                reply = AssistantMessage()
-                await self.chat.add(reply)
-            return reply
-
+        turn = 0
         try:
             async for item in s.run_turn(text):
                 if isinstance(item, ev.TurnStarted):
-                    self.status.conversation = item.conversation
-                    self._last_turn_shown = item.turn
-                    await self.chat.add(UserMessage(item.prompt, entry=item.entry))
-                elif isinstance(item, ev.TextDelta):
-                    await (await ensure_reply()).add_text(item.text)
-                    self.chat.scroll_end(animate=False)
-                elif isinstance(item, ev.ThinkingDelta):
-                    await (await ensure_reply()).add_thinking(item.text)
-                elif isinstance(item, ev.ToolCall):
-                    block = ToolBlock(item.name, item.arguments, item.call_id, item.entry)
-                    blocks[item.call_id] = block
-                    if item.name == "run_command":  # its output streams in view
-                        block.collapsed = False
-                    await (await ensure_reply()).add_tool(block)
-                    self.chat.scroll_end(animate=False)
-                elif isinstance(item, ev.ToolOutput):
-                    if item.call_id in blocks:
-                        blocks[item.call_id].stream(item.text)
-                elif isinstance(item, ev.ToolResult):
-                    if item.call_id in blocks:
-                        blocks[item.call_id].finish(item.content, item.ok, item.entry)
-                elif isinstance(item, ev.Usage):
-                    self.status.prompt_tokens = item.prompt
-                    self.status.estimated_tokens = item.calibrated_prompt or item.estimated_prompt
-                    self.status.completion_tokens = item.completion
-                elif isinstance(item, ev.Notice):
-                    last = self.chat.children[-1] if self.chat.children else None
-                    if item.key is not None and isinstance(last, Notice) and last.key == item.key:
-                        last.set_text(item.text)  # one line for one changing state
-                    else:
-                        await self.chat.add(Notice(item.text, item.level, key=item.key))
-                elif isinstance(item, ev.Error):
-                    if reply is not None:
-                        await reply.finish(partial=True)
-                    await self.chat.add(Notice(item.message, "error"))
-                elif isinstance(item, (ev.FactChanged, ev.SummaryChanged)):
-                    self.refresh_context()
+                    turn = item.turn
                 elif isinstance(item, ev.TurnEnded):
                     final_state = item.state
-                    if reply is not None and item.state != "error":
-                        await reply.finish(cut=item.state == "cut")
+                await self.show_agent_event(item)
         except asyncio.CancelledError:
             final_state = "stopped"
-            for block in blocks.values():  # a tool still running was ended with the turn
-                if str(block.title).endswith("…running"):
-                    block.finish(block.output + "\n■ stopped", False)
-            if reply is not None:
-                await reply.finish(stopped=True)
-            else:
-                await self.chat.add(Notice("■ stopped", "warning"))
+            await self.show_agent_event(ev.TurnEnded(turn, "stopped"))
             raise
         finally:
             self.status.state = "error" if final_state == "error" else "ready"
-            self.chat.scroll_end(animate=False)
             self.refresh_context()
+
+    async def show_agent_event(self, item: ev.AgentEvent) -> None:
+        """Draw one event of the live turn: in the chat, the status bar and
+        the panels. An event drawn wrong is reported, and the turn goes on."""
+        try:
+            if isinstance(item, ev.TurnStarted):
+                self.status.conversation = item.conversation
+                self._last_turn_shown = item.turn
+            elif isinstance(item, ev.Usage):
+                self.status.prompt_tokens = item.prompt
+                self.status.estimated_tokens = item.calibrated_prompt or item.estimated_prompt
+                self.status.completion_tokens = item.completion
+            elif isinstance(item, (ev.FactChanged, ev.SummaryChanged)):
+                self.refresh_context()
+            await self.chat.show_event(item)
+        except Exception as error:
+            self.report_crash(error, f"drawing {type(item).__name__}")
 
     @work(exclusive=True, group="context-panels", exit_on_error=False)
     async def refresh_context(self) -> None:
@@ -288,11 +263,11 @@ class WispApp(App[int]):
         if s is None or self._session_closing:
             return
         state = await s.context.panel_state(s.conversation_id)
-        self.query_one(ContextSidebar).show_state(state)
+        self.sidebar.show_state(state)
 
     def action_toggle_panel(self, name: str) -> None:
         """F2/F3/F4: show or hide the facts, task or running summary panel."""
-        self.query_one(ContextSidebar).toggle(name)
+        self.sidebar.toggle(name)
 
     async def action_inspect_context(self) -> None:
         """F5: the same view as /inspect context (F6 selects a line in the prompt)."""
@@ -312,10 +287,8 @@ class WispApp(App[int]):
 
     async def ask_approval(self, request: Any) -> tuple[str, str | None]:
         """Ask the person about a command in the approval modal; returns
-        ``(choice, prefix)`` (see :class:`~wisp.tui.approval.ApprovalScreen`).
+        ``(choice, prefix)`` (see :class:`~wisp.tui.screens.ApprovalScreen`).
         A stopped turn closes the modal."""
-        from .approval import ApprovalScreen
-
         answer: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
         screen = ApprovalScreen(request)
 
@@ -323,9 +296,8 @@ class WispApp(App[int]):
             if not answer.done():
                 answer.set_result(result or ("deny", None))
 
-        status = self.status  # looked up now: while the modal is up, queries go to the modal
-        previous = status.state
-        status.state = "waiting for approval"
+        previous = self.status.state
+        self.status.state = "waiting for approval"
         await self.push_screen(screen, callback=done)
         try:
             return await answer
@@ -334,10 +306,10 @@ class WispApp(App[int]):
                 screen.dismiss(None)
             raise
         finally:
-            status.state = previous
+            self.status.state = previous
 
     async def show_turns_from_elsewhere(self) -> None:
-        """Render turns another wisp process added to this conversation since
+        """Draw turns another wisp process added to this conversation since
         it was shown, so the screen shows all the model will be sent."""
         s = self.session
         if s is None or s.conversation_id is None:
@@ -349,10 +321,42 @@ class WispApp(App[int]):
         page = await load_page(s.store, s.conversation_id, limit=min(missing, PAGE_TURNS))
         await self.chat.add(Notice(f"{missing} turn{'s' if missing > 1 else ''} added by another wisp "
                                    "process since this one opened:", "warning"))
-        for turn in page.turns:
-            for widget in _turn_widgets(turn):
-                await self.chat.add(widget)
+        await self.chat.show_turns(page.turns)
         self._last_turn_shown = count
+
+    # --- every path answers (issue 11) -----------------------------------
+
+    def report_crash(self, error: BaseException, where: str) -> None:
+        """Show an internal error as an error line in the chat and go on: the
+        conversation is kept. The traceback goes to Textual's log and, when a
+        session is open, to the audit log (kind ``tui.error``), whose event
+        id the line names. Called by :mod:`wisp.tui.guard` for handlers,
+        actions and ``compose``, and for failed workers."""
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        self.log.error(f"wisp: internal error in {where}:\n{trace}")
+        line = (f"⚠ wisp hit an internal error in {where}: {type(error).__name__}: {error}. "
+                "The conversation is kept; you can go on.")
+        s = self.session
+        if s is not None:
+            try:
+                ref = s.audit.write("tui.error", {"where": where, "error": f"{type(error).__name__}: {error}",
+                                                  "traceback": trace}, conversation=s.conversation_id)
+            except Exception:
+                ref = None
+            if ref is not None:
+                line += f" The traceback is audit event {ref.event_id}."
+        self.call_later(self._show_error_line, line)
+
+    async def _show_error_line(self, line: str) -> None:
+        try:
+            await self.chat.add(Notice(line, "error"))
+        except Exception:  # the chat itself is broken: a toast still says it
+            self.notify(line, severity="error", timeout=30)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that failed is reported like any other crash (workers run with ``exit_on_error=False``)."""
+        if event.state == WorkerState.ERROR and not self._session_closing and event.worker.error is not None:
+            self.report_crash(event.worker.error, f"{event.worker.name or 'a worker'}")
 
     # --- actions ---------------------------------------------------------
 
@@ -364,19 +368,18 @@ class WispApp(App[int]):
         return True
 
     def action_scroll_chat(self, where: str) -> None:
-        """PageUp/PageDown/Ctrl+Home/Ctrl+End scroll the conversation from the prompt."""
+        """PageUp/PageDown/Ctrl+Home/Ctrl+End scroll the conversation from the
+        prompt (scrolling up lets go of the end; Ctrl+End follows it again)."""
         chat = self.chat
         {"page_up": chat.scroll_page_up, "page_down": chat.scroll_page_down,
          "home": chat.scroll_home, "end": chat.scroll_end}[where](animate=False)
 
     def action_toggle_blocks(self) -> None:
         """Ctrl+O: open or close the tool and thinking blocks of the last reply."""
-        from textual.widgets import Collapsible
-
-        replies = self.chat.query(AssistantMessage)
-        if not replies:
+        reply = self.chat.last_reply
+        if reply is None:
             return
-        blocks = list(replies.last().query(Collapsible))
+        blocks = list(reply.query(Collapsible))
         if blocks:
             opening = all(b.collapsed for b in blocks)
             for block in blocks:
@@ -420,42 +423,6 @@ class WispApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.close_session()
-
-
-def _turn_widgets(turn: Any) -> list[Any]:
-    """Widgets for one stored turn."""
-    widgets: list[Any] = []
-    blocks: dict[str, ToolBlock] = {}
-    for e in turn.entries:
-        meta = e.meta or {}
-        if e.kind == "prompt":
-            widgets.append(UserMessage(e.content, entry=e.number))
-        elif e.kind == "reply":
-            widgets.append(AssistantMessage(e.content or "", cut=bool(meta.get("cut")),
-                                            partial=bool(meta.get("partial"))))
-            if meta.get("partial") and meta.get("reason") == "stopped":
-                widgets.append(Notice("■ stopped — the reply so far is kept", "warning"))
-            elif meta.get("partial"):
-                reason = meta.get("reason") or "an error"
-                widgets.append(Notice(f"⚠ incomplete ({reason}) — the reply so far is kept", "warning"))
-            elif meta.get("cut"):
-                widgets.append(Notice("✂ cut at the output limit — not finished", "warning"))
-        elif e.kind == "tool_call":
-            block = ToolBlock(e.tool_name or "?", e.arguments or {}, e.tool_call_id or "", e.number)
-            blocks[e.tool_call_id or ""] = block
-            widgets.append(block)
-        elif e.kind == "tool_result":
-            block = blocks.get(e.tool_call_id or "")
-            if block is not None:
-                block.finish(e.content, not meta.get("error"), e.number)
-        elif e.kind == "notice":
-            widgets.append(Notice(e.content, "warning"))
-    stopped_reply = any(e.kind == "reply" and (e.meta or {}).get("reason") == "stopped" for e in turn.entries)
-    if turn.state == "stopped" and not stopped_reply:
-        widgets.append(Notice("■ stopped", "warning"))
-    elif turn.state == "error":
-        widgets.append(Notice("⚠ this turn ended with an error", "error"))
-    return widgets
 
 
 def _theme_name(config: Config | None, available: set[str]) -> str:

@@ -7,18 +7,32 @@ Textual: core's :func:`wisp.core.cli.main` receives :func:`run_tui` as a callbac
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from wisp.core.cli import main as cli_main
 from wisp.core.session import SessionOptions
 
 
+def exit_status(app: Any, returned: Any) -> int:
+    """The exit status of a finished app: its return code when Textual set
+    one (1 after a crash that ended it with a traceback), else what it
+    returned, else 0. Never 0 after a traceback (issue 11, "Every path answers")."""
+    code = getattr(app, "return_code", None)
+    if code:
+        return int(code)
+    try:
+        return int(returned or 0)
+    except (TypeError, ValueError):
+        return 1
+
+
 def run_tui(options: SessionOptions) -> int:
-    """Run the Textual app until the person quits; returns the exit code."""
+    """Run the Textual app until the person quits; returns the exit status."""
     from .app import WispApp
 
     app = WispApp(options)
-    code = app.run()
-    return int(code or 0)
+    returned = app.run()
+    return exit_status(app, returned)
 
 
 def main() -> None:

@@ -65,7 +65,7 @@ def test_ask_chats_through_the_embedded_model(embedded_home: Path, tmp_path: Pat
 
 async def test_tui_chats_through_the_embedded_model(embedded_home: Path, tmp_path: Path) -> None:
     from wisp.tui.app import WispApp
-    from wisp.tui.chat import AssistantMessage
+    from wisp.tui.widgets import AssistantMessage
     from tests.support.pilot import send, started, screenshot, until
 
     app = WispApp(SessionOptions(workdir=tmp_path))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from wisp.core.session import SessionOptions
 from wisp.tui.app import WispApp
-from wisp.tui.approval import ApprovalScreen
-from wisp.tui.chat import ToolBlock
+from wisp.tui.screens import ApprovalScreen
+from wisp.tui.widgets import ToolBlock
 from tests.support.fakes import reply, text, tool_call
 from tests.support.processes import wait_gone
 from tests.support.pilot import SIZE, screenshot, started, until
@@ -146,8 +146,10 @@ async def test_deny_with_n_and_with_escape(ollama_home, tmp_path: Path) -> None:
     assert [e["choice"] for e in approval_events(home)] == ["deny", "deny"]
 
 
-async def test_keys_before_the_modal_is_armed_are_ignored(ollama_home, tmp_path: Path) -> None:
+async def test_keys_before_the_modal_is_armed_are_ignored(ollama_home, tmp_path: Path, monkeypatch) -> None:
     home, srv = ollama_home
+    # a longer delay than the app's, so that a busy machine still sees the modal before it arms
+    monkeypatch.setattr(ApprovalScreen, "ARM_DELAY_S", 2.0)
     srv.push(*command_turn("touch early.txt"))
     app = app_for(tmp_path)
     async with app.run_test(size=SIZE) as pilot:

@@ -12,8 +12,8 @@ from textual.widgets import DataTable
 
 from wisp.core.session import SessionOptions
 from wisp.tui.app import WispApp
-from wisp.tui.context_panels import ContextSidebar
-from wisp.tui.context_views import InspectContextScreen, ShowScreen
+from wisp.tui.widgets import ContextSidebar
+from wisp.tui.screens import InspectContextScreen, ShowScreen
 from tests.support.home import write_config
 from tests.support.context_fakes import CountingOllama
 from tests.support.sidecalls import SummarisingSideCall

@@ -10,8 +10,8 @@ from textual.widgets import Markdown, OptionList
 from wisp.core.episodes.refine import REFINE_INTERVAL_S
 from wisp.core.session import SessionOptions
 from wisp.tui.app import WispApp
-from wisp.tui.chat import CommandOutput
-from wisp.tui.memory import MemoryDetailScreen, MemoryScreen
+from wisp.tui.widgets import CommandOutput
+from wisp.tui.screens import MemoryDetailScreen, MemoryScreen
 from tests.support.episodes_util import memory_reply
 from tests.support.fakes import reply
 from tests.support.pilot import SIZE, screenshot, send, started, until

@@ -15,9 +15,9 @@ import pytest
 
 from wisp.core.session import Session, SessionOptions
 from wisp.tui.app import WispApp
-from wisp.tui.chat import AssistantMessage, CommandOutput, Notice, ThinkingBlock, ToolBlock, UserMessage
-from wisp.tui.help import HelpScreen
-from wisp.tui.prompt import PromptInput
+from wisp.tui.widgets import AssistantMessage, CommandOutput, Notice, ThinkingBlock, ToolBlock, UserMessage
+from wisp.tui.screens import HelpScreen
+from wisp.tui.widgets import PromptInput
 from tests.support.home import SCREENSHOTS
 from tests.support.fakes import fault, reply, text, thinking, tool_call
 

@@ -164,7 +164,7 @@ async def test_memory_tool_schema_is_valid_json(tmp_path: Path) -> None:
 
 async def test_tui_shows_a_summarise_call_and_its_result(home, tmp_path: Path) -> None:
     from wisp.tui.app import WispApp
-    from wisp.tui.chat import ToolBlock
+    from wisp.tui.widgets import ToolBlock
     from tests.support.pilot import SIZE, screenshot, send, started
 
     wisp_home, srv = home

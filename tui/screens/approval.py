@@ -19,40 +19,29 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal
 from textual.widgets import Button, Input, Label, Static
 
 from wisp.core.tools.approval import ApprovalRequest, is_simple_command, prefix_matches
 
+from .modal import WispModal
 
-class ApprovalScreen(ModalScreen[tuple[str, "str | None"]]):
+__all__ = ["ApprovalScreen"]
+
+
+class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
     """Ask the person whether ``request``'s command may run."""
 
     #: Seconds after opening during which keys and clicks are ignored.
     ARM_DELAY_S = 0.4
 
+    CSS_PATH = ["modal.tcss", "approval.tcss"]
     BINDINGS = [
         Binding("y", "choose('once')", "Allow once"),
         Binding("a", "choose('always')", "Always allow"),
-        Binding("n,escape", "choose('deny')", "Deny"),
+        Binding("n", "choose('deny')", "Deny"),
     ]
-    DEFAULT_CSS = """
-    ApprovalScreen { align: center middle; }
-    ApprovalScreen > Vertical { width: 90%; max-width: 110; height: auto; border: thick $warning;
-        background: $surface; padding: 1 2; }
-    ApprovalScreen .approval-title { text-style: bold; color: $warning; margin-bottom: 1; }
-    ApprovalScreen #approval-command { background: $boost; padding: 0 1; border-left: thick $warning;
-        max-height: 12; overflow-y: auto; }
-    ApprovalScreen #approval-dir { color: $text-muted; margin: 1 0; }
-    ApprovalScreen #approval-prefix-row { height: auto; }
-    ApprovalScreen #approval-prefix-row Label { padding: 1 1 0 0; }
-    ApprovalScreen #approval-prefix { width: 1fr; }
-    ApprovalScreen #approval-note { color: $text-muted; }
-    ApprovalScreen #approval-error { color: $error; }
-    ApprovalScreen #approval-buttons { height: auto; margin-top: 1; }
-    ApprovalScreen #approval-buttons Button { margin-right: 2; }
-    """
+    BOX_ID = "approval-box"
 
     def __init__(self, request: ApprovalRequest) -> None:
         super().__init__()
@@ -61,26 +50,25 @@ class ApprovalScreen(ModalScreen[tuple[str, "str | None"]]):
         self.suggested = request.suggested_prefix if self.simple else ""
         self.armed = False
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("⚠ The model wants to run a command", classes="approval-title")
-            yield Static(self.request.command, id="approval-command", markup=False)
-            yield Static(f"in {self.request.workdir}", id="approval-dir", markup=False)
+    def compose_box(self) -> ComposeResult:
+        yield Static("⚠ The model wants to run a command", classes="approval-title")
+        yield Static(self.request.command, id="approval-command", markup=False)
+        yield Static(f"in {self.request.workdir}", id="approval-dir", markup=False)
+        if self.simple:
+            with Horizontal(id="approval-prefix-row"):
+                yield Label("Always allow commands that begin with:")
+                yield Input(self.suggested, id="approval-prefix")
+            yield Static("(in this workspace, from now on; Tab to edit the prefix, Enter to allow it)",
+                         id="approval-note", markup=False)
+        else:
+            yield Static("This command chains, pipes, redirects or substitutes, so it can only be "
+                         "allowed once.", id="approval-note", markup=False)
+        yield Static("", id="approval-error", markup=False)
+        with Horizontal(id="approval-buttons"):
+            yield Button("Allow once (y)", id="once", variant="success")
             if self.simple:
-                with Horizontal(id="approval-prefix-row"):
-                    yield Label("Always allow commands that begin with:")
-                    yield Input(self.suggested, id="approval-prefix")
-                yield Static("(in this workspace, from now on; Tab to edit the prefix, Enter to allow it)",
-                             id="approval-note", markup=False)
-            else:
-                yield Static("This command chains, pipes, redirects or substitutes, so it can only be "
-                             "allowed once.", id="approval-note", markup=False)
-            yield Static("", id="approval-error", markup=False)
-            with Horizontal(id="approval-buttons"):
-                yield Button("Allow once (y)", id="once", variant="success")
-                if self.simple:
-                    yield Button("Always allow (a)", id="always", variant="primary")
-                yield Button("Deny (n, Esc)", id="deny", variant="error")
+                yield Button("Always allow (a)", id="always", variant="primary")
+            yield Button("Deny (n, Esc)", id="deny", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#deny", Button).focus()
@@ -95,6 +83,10 @@ class ApprovalScreen(ModalScreen[tuple[str, "str | None"]]):
         if not self.simple:
             return ""
         return " ".join(self.query_one("#approval-prefix", Input).value.split())
+
+    def action_close(self) -> None:
+        """Esc denies (once armed), as n does."""
+        self.action_choose("deny")
 
     def action_choose(self, choice: str) -> None:
         """Answer ``once``, ``always`` or ``deny`` (ignored until armed)."""

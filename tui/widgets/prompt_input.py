@@ -11,12 +11,29 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
+from ..guard import Guarded
 
-class PromptInput(TextArea):
-    """Where the person types. Posts :class:`PromptInput.Submitted` on Enter."""
+__all__ = ["PromptInput"]
+
+
+class PromptInput(Guarded, TextArea):
+    """Where the person types. Posts :class:`PromptInput.Submitted` on Enter.
+
+    ``prompt_history`` holds the prompts sent, oldest first (the app fills it
+    with the conversation's stored prompts when it opens one).
+    """
 
     DEFAULT_CSS = """
-    PromptInput { height: auto; max-height: 10; min-height: 3; }
+    PromptInput {
+        height: auto;
+        max-height: 10;
+        min-height: 3;
+        margin: 0 1;
+        border: round $primary 50%;
+    }
+    PromptInput:focus {
+        border: round $primary;
+    }
     """
 
     class Submitted(Message):
@@ -26,8 +43,10 @@ class PromptInput(TextArea):
             super().__init__()
             self.text = text
 
-    def __init__(self, history: list[str] | None = None, **kwargs: object) -> None:
-        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", **kwargs)  # type: ignore[arg-type]
+    def __init__(self, history: list[str] | None = None, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus", name=name, id=id,
+                         classes=classes)
         self.prompt_history: list[str] = list(history or [])
         self._history_index: int | None = None
         self._draft = ""

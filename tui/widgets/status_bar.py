@@ -5,18 +5,35 @@ from __future__ import annotations
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from ..guard import Guarded
 
-class StatusBar(Static):
+__all__ = ["StatusBar"]
+
+
+class StatusBar(Guarded, Static):
     """One line at the bottom. Set its reactive attributes; it redraws itself.
 
-    ``state`` is ``connecting``, ``ready``, ``streaming``, ``error`` or ``no endpoint``;
-    ``prompt_tokens``/``completion_tokens`` are the last request's counts (tokens).
+    ``state`` is ``connecting``, ``ready``, ``streaming``, ``waiting for
+    approval``, ``error`` or ``no endpoint``; ``prompt_tokens`` and
+    ``completion_tokens`` are the last request's counts as the endpoint
+    reported them, ``estimated_tokens`` wisp's own estimate when it reported
+    none, and ``window`` the model's context window (all tokens).
     """
 
     DEFAULT_CSS = """
-    StatusBar { dock: bottom; height: 1; padding: 0 1; background: $panel; color: $text-muted; }
-    StatusBar.-error { color: $error; }
-    StatusBar.-streaming { color: $accent; }
+    StatusBar {
+        dock: bottom;
+        height: 1;
+        padding: 0 1;
+        background: $panel;
+        color: $text-muted;
+    }
+    StatusBar.-error {
+        color: $error;
+    }
+    StatusBar.-streaming {
+        color: $accent;
+    }
     """
 
     endpoint: reactive[str] = reactive("not connected")
