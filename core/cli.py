@@ -208,13 +208,14 @@ async def _ask(args: argparse.Namespace) -> int:
                 sys.stderr.flush()
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
-                from .tools.approval import is_simple_command
+                from .tools.shell import NotSimple, simple_words
 
                 command = str(item.meta.get("command", ""))
-                if is_simple_command(command):
+                try:
+                    simple_words(command)
                     how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
-                else:  # chained, piped or redirected: no prefix ever allows it
-                    how = "it chains, pipes or redirects, so no allowed prefix covers it; run it in the TUI"
+                except NotSimple as exc:  # no prefix ever allows it
+                    how = f"not a simple command: {exc.reason}; no allowed prefix covers it, run it in the TUI"
                 print(f"wisp: not run, it needs approval: {command} ({how})", file=sys.stderr)
             elif isinstance(item, ev.Notice):
                 if item.key is not None and item.key in shown_keys:

@@ -170,6 +170,29 @@ def _check_env_name(value: str) -> str | None:
     return None
 
 
+_ENV_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]!-]+$")
+
+
+def _check_env_pattern(value: str) -> str | None:
+    """A glob pattern of environment variable names (``tools.run_command.env_drop``)."""
+    if not _ENV_PATTERN.match(value):
+        return ("glob patterns of environment variable names, made of letters, digits, _ and the "
+                "wildcards * ? [ ]")
+    return None
+
+
+#: ``tools.run_command.env_drop``'s default: glob patterns (matched without
+#: regard to case) of environment variable names that look like secrets; a
+#: command runs without them (issue "Nothing runs, leaks, hangs or is lost
+#: that shouldn't be", "Secrets reach commands").
+DEFAULT_ENV_DROP = [
+    "*_KEY", "*_KEY_*", "*API_KEY*", "*APIKEY*", "*ACCESS_KEY*", "*PRIVATE_KEY*",
+    "*_TOKEN", "*_TOKEN_*", "TOKEN", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*_PASS", "*CREDENTIAL*",
+    "*_AUTH", "*AUTH_TOKEN*", "*_DSN", "DATABASE_URL", "AWS_*", "AZURE_*", "GCP_*", "CLOUDSDK_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+]
+
+
 def _check_timezone(value: str) -> str | None:
     """An IANA time zone this machine knows (issue "Episodic memory", "Settings")."""
     from .episodes.dates import check_timezone
@@ -220,6 +243,10 @@ SCHEMA: dict[str, KeySpec] = {
               example="1048576", help="the most output kept from one command"),
         _spec("tools.run_command.allow", "list", [], example='["pytest","make"]',
               help="command prefixes (whole words) that run without asking; the only ones wisp ask runs"),
+        _spec("tools.run_command.env_drop", "list", DEFAULT_ENV_DROP, example='["*_TOKEN","MY_SECRET"]',
+              check=_check_env_pattern,
+              help="environment variables commands run without (glob patterns, any case); "
+                   "model.api_key_env's variable is always dropped"),
         _spec("context.reserve", "int", 1024, minimum=0, unit="tokens", example="1024",
               help="tokens of the window kept for the reply"),
         _spec("context.recent_turns", "int", 0, minimum=0, example="0",
