@@ -7,6 +7,13 @@
 Exit codes (issue "wisp runs end to end", "Headless"): 0 done; 2 bad usage
 (including a bad config); 3 endpoint error, with one line on stderr and no
 traceback.
+
+What a subcommand writes to a terminal goes through
+:class:`wisp.core.text.TerminalText`: a model's reply, a command's output or
+a server's message cannot send the terminal control sequences (issue
+"Nothing runs, leaks, hangs or is lost that shouldn't be", "Raw terminal
+escapes"). ``--json`` output is left as it is, and so is anything written
+to a pipe or a file.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from . import __version__
 from . import events as ev
 from .config import Config, ConfigError
 from .session import Session, SessionError, SessionOptions
+from .text import TerminalText
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -101,6 +109,20 @@ def main(argv: Sequence[str] | None = None,
          run_tui: Callable[[SessionOptions], int] | None = None) -> int:
     """Run ``wisp`` with ``argv``; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.command is None:
+        return _main(args, run_tui)
+    saved = sys.stdout, sys.stderr
+    if sys.stdout.isatty() and not getattr(args, "json", False):
+        sys.stdout = TerminalText(sys.stdout)
+    if sys.stderr.isatty():
+        sys.stderr = TerminalText(sys.stderr)
+    try:
+        return _main(args, run_tui)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | None) -> int:
     try:
         _check_flags(args)
         if args.command is None:
