@@ -177,6 +177,7 @@ class Session:
             name=c.get("model.name"), api_key_env=c.get("model.api_key_env"),
             gguf=c.get("model.gguf"), timeout_s=float(c.get("model.timeout_s")),
             load_wait_s=float(c.get("model.load_wait_s")),
+            reply_timeout_s=float(c.get("model.reply_timeout_s")),
         )
 
     async def connect(self, on_status: Callable[[str], Any] | None = None) -> bool:
