@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from .config import ConfigError
+from .text import without_surrogates
 
 
 @dataclass
@@ -77,7 +78,7 @@ async def run_command(session: Any, text: str) -> CommandResult:
     :class:`wisp.core.session.Session`). Never raises for bad input: an
     unknown command or bad arguments give a result with ``error=True`` that
     says what to type instead."""
-    stripped = text.strip()[1:]
+    stripped = without_surrogates(text).strip()[1:]  # a lone surrogate cannot be stored or shown
     name, _, rest = stripped.partition(" ")
     name = name.lower()
     cmd = COMMANDS.get(name)
