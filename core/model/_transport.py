@@ -30,6 +30,7 @@ from typing import Any, AsyncIterator
 
 import httpx
 
+from ..text import without_surrogates
 from .base import (
     BadRequest,
     Disconnected,
@@ -89,6 +90,31 @@ _MODEL_MISSING_RE = re.compile(
 )
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` for what an endpoint sends: every lone surrogate in a
+    string or a key (a ``\\ud800`` escape, which JSON allows and UTF-8 cannot
+    hold) becomes U+FFFD, so the text can be stored, shown and sent again
+    (issue "Nothing runs, leaks, hangs or is lost that shouldn't be",
+    "Nothing crashes"). Raises ``ValueError`` (and ``RecursionError``) as
+    ``json.loads`` does."""
+    obj = json.loads(text)
+    raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return _clean(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return without_surrogates(obj)
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, dict):
+        return {without_surrogates(k): _clean(v) for k, v in obj.items()}
+    return obj
+
+
 def new_call_id() -> str:
     """A fresh tool-call id, ``call_`` and 12 hex digits."""
     return "call_" + uuid.uuid4().hex[:12]
@@ -108,7 +134,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         if not raw.strip():
             return {}, None
         try:
-            value = json.loads(raw)
+            value = loads(raw)
         except ValueError:
             return {}, raw
         if isinstance(value, dict):
@@ -132,7 +158,7 @@ def error_text(body: bytes) -> tuple[str, str | None]:
     """
     text = body.decode("utf-8", "replace").strip()
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except ValueError:
         return text, None
     return error_from_object(obj)
@@ -367,7 +393,7 @@ class HttpEndpoint:
         if resp.status_code != 200:
             raise await self.status_error(resp.status_code, content, path)
         try:
-            return json.loads(content)
+            return loads(content)
         except ValueError as exc:
             raise MalformedStream(
                 f"{self.display_name} at {self.base_url} answered {path} with something that is not JSON "

@@ -29,6 +29,7 @@ from ._transport import (
     clamp_count,
     decode_arguments,
     error_from_object,
+    loads,
     new_call_id,
     short,
 )
@@ -243,7 +244,7 @@ class OllamaEndpoint(HttpEndpoint):
                     yield waiting
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads(line)
             except ValueError:
                 raise MalformedStream(
                     f"Ollama at {self.base_url} sent a line that is not JSON ({short(line, 60)!r}). "

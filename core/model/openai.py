@@ -32,6 +32,7 @@ from ._transport import (
     clamp_count,
     decode_arguments,
     error_from_object,
+    loads,
     new_call_id,
     short,
 )
@@ -294,7 +295,7 @@ class OpenAIEndpoint(HttpEndpoint):
                     yield event
                 return
             try:
-                obj = json.loads(data)
+                obj = loads(data)
             except ValueError:
                 raise MalformedStream(
                     f"{self.display_name} at {self.base_url} sent an event that is not JSON "
@@ -361,7 +362,7 @@ class OpenAIEndpoint(HttpEndpoint):
         except Exception as exc:
             raise self.map_http_error(exc, path, streaming=True) from exc
         try:
-            obj = json.loads(content)
+            obj = loads(content)
         except ValueError:
             raise MalformedStream(
                 f"{self.display_name} at {self.base_url} sent a reply that is not JSON. Try again."

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..paths import NotRegularFile, OutsideWorkdir, confined_path, open_regular
+from ..text import without_surrogates
 from .base import ToolContext, ToolResult
 
 DEFAULT_LIMIT = 400  # lines per page
@@ -147,7 +148,8 @@ def _int(value: Any, default: int) -> int:
 
 def _directory(raw: str, path: Path) -> ToolResult:
     try:
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())[:200]
+        # a name that is not UTF-8 would hold surrogates, which cannot be stored: U+FFFD instead
+        names = sorted(without_surrogates(p.name) + ("/" if p.is_dir() else "") for p in path.iterdir())[:200]
     except OSError as exc:
         return ToolResult(f"error: {raw} is a directory ({exc.strerror or exc})", ok=False)
     return ToolResult(f"error: {raw} is a directory; it holds: " + ", ".join(names), ok=False)

@@ -160,3 +160,35 @@ async def test_odd_numbers_in_a_stream_are_read_not_raised() -> None:
     assert error is None
     usage = next(e for e in events if isinstance(e, mb.Usage))
     assert usage.prompt_tokens is None and usage.completion_tokens == 12
+
+
+@pytest.mark.parametrize("protocol", ["ollama", "openai"])
+async def test_lone_surrogates_from_an_endpoint_become_replacement_characters(protocol: str) -> None:
+    import json
+
+    if protocol == "ollama":
+        lines = [json.dumps({"message": {"role": "assistant", "content": "a\ud800b", "thinking": "\udfff"},
+                             "done": False})]
+    else:
+        lines = ["data: " + json.dumps({"choices": [{"delta": {"content": "a\ud800b", "reasoning_content": "\udfff"},
+                                                     "finish_reason": None}]})]
+    with make_server(protocol, [{"steps": [raw(line) for line in lines], "finish": "stop"}]) as srv:
+        ep = endpoint(srv)
+        events, error = await collect(ep)
+        await ep.aclose()
+    assert error is None
+    assert [e.text for e in events if isinstance(e, mb.TextDelta)] == ["a\ufffdb"]
+    assert [e.text for e in events if isinstance(e, mb.ThinkingDelta)] == ["\ufffd"]
+
+
+async def test_a_directory_listing_with_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    import os
+
+    from wisp.core.tools.base import ToolContext
+    from wisp.core.tools.read_file import ReadFile
+
+    os.makedirs(tmp_path / "d")
+    open(os.path.join(os.fsencode(tmp_path / "d"), b"bad\xff.txt"), "w").close()
+    r = await ReadFile().run({"path": "d"}, ToolContext(workdir=tmp_path, config=None))
+    assert not r.ok and "bad\ufffd.txt" in r.content
+    r.content.encode("utf-8")
