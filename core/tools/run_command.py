@@ -300,7 +300,7 @@ class RunCommand:
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_parent())
-        except (OSError, subprocess.SubprocessError) as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the command
             watchdog.done()
             return ToolResult(f"error: could not start {SHELL}: {getattr(exc, 'strerror', None) or exc}",
                               ok=False, meta=meta)
