@@ -19,6 +19,12 @@ Rules (issue "Tools that act", "Which tools a conversation has"):
 - The file is read as UTF-8 (invalid bytes become U+FFFD, reported as a
   problem); at most :data:`MAX_BYTES` bytes are read, and a longer file is
   cut there with a note, reported too.
+- It is confined as ``read_file`` is (:func:`wisp.core.paths.confined_path`):
+  an AGENTS.md that is a symlink to a file outside the working directory (or
+  whose path resolves outside it) is not read, and neither is one that is not
+  a regular file (a FIFO would hang wisp's start); each is reported as a
+  problem, which the startup problems line shows (issue "Nothing runs, leaks,
+  hangs or is lost that shouldn't be").
 
 Precedence of tool lists (command line, then AGENTS.md, then config) is
 applied by :func:`wisp.core.toolset.choose_tools`, not here.
@@ -27,9 +33,12 @@ applied by :func:`wisp.core.toolset.choose_tools`, not here.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .paths import NotRegularFile, OutsideWorkdir, confined_path, open_regular
 
 __all__ = ["AgentsMd", "AgentsMdError", "parse_agents_md", "load_agents_md", "FILE_NAMES", "MAX_BYTES"]
 
@@ -154,11 +163,25 @@ def load_agents_md(workdir: Path) -> AgentsMd | None:
     """
     for file_name in FILE_NAMES:
         path = Path(workdir) / file_name
-        if not path.is_file():
+        if not os.path.lexists(path):
             continue
         try:
-            with path.open("rb") as fh:
-                data = fh.read(MAX_BYTES + 1)
+            real = confined_path(path, workdir)
+            with open_regular(real) as fh:
+                data = b""
+                while len(data) <= MAX_BYTES:
+                    piece = fh.read(MAX_BYTES + 1 - len(data))
+                    if not piece:
+                        break
+                    data += piece
+        except FileNotFoundError:
+            continue  # a link to nothing
+        except OutsideWorkdir as exc:
+            return AgentsMd(path=path, problems=[
+                f"{path} leads outside the working directory (to {exc.path}); it was not read, so its "
+                "instructions and tools: line do not count"])
+        except NotRegularFile as exc:
+            return AgentsMd(path=path, problems=[f"{path} is {exc.kind}, not a regular file; it was not read"])
         except OSError as exc:
             raise AgentsMdError(f"{path}: cannot read it: {exc.strerror or exc}") from None
         problems = []

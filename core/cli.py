@@ -7,6 +7,13 @@
 Exit codes (issue "wisp runs end to end", "Headless"): 0 done; 2 bad usage
 (including a bad config); 3 endpoint error, with one line on stderr and no
 traceback.
+
+What a subcommand writes to a terminal goes through
+:class:`wisp.core.text.TerminalText`: a model's reply, a command's output or
+a server's message cannot send the terminal control sequences (issue
+"Nothing runs, leaks, hangs or is lost that shouldn't be", "Raw terminal
+escapes"). ``--json`` output is left as it is, and so is anything written
+to a pipe or a file.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from .database import open_store
 from .episodes.cli import add_memory_parser, run_memory
 from .model.sidecall import ConfigSideCall
 from .session import Session, SessionError, SessionOptions
-from .tools.approval import is_simple_command
+from .text import TerminalText
+from .tools.shell import NotSimple, simple_words
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -107,6 +115,20 @@ def main(argv: Sequence[str] | None = None,
          run_tui: Callable[[SessionOptions], int] | None = None) -> int:
     """Run ``wisp`` with ``argv``; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.command is None:
+        return _main(args, run_tui)
+    saved = sys.stdout, sys.stderr
+    if sys.stdout.isatty() and not getattr(args, "json", False):
+        sys.stdout = TerminalText(sys.stdout)
+    if sys.stderr.isatty():
+        sys.stderr = TerminalText(sys.stderr)
+    try:
+        return _main(args, run_tui)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | None) -> int:
     try:
         _check_flags(args)
         if args.command is None:
@@ -213,10 +235,11 @@ async def _ask(args: argparse.Namespace) -> int:
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
                 command = str(item.meta.get("command", ""))
-                if is_simple_command(command):
+                try:
+                    simple_words(command)
                     how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
-                else:  # chained, piped or redirected: no prefix ever allows it
-                    how = "it chains, pipes or redirects, so no allowed prefix covers it; run it in the TUI"
+                except NotSimple as exc:  # no prefix ever allows it
+                    how = f"not a simple command: {exc.reason}; no allowed prefix covers it, run it in the TUI"
                 print(f"wisp: not run, it needs approval: {command} ({how})", file=sys.stderr)
             elif isinstance(item, ev.Notice):
                 if item.key is not None and item.key in shown_keys:

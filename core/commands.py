@@ -21,6 +21,7 @@ from .config import ConfigError
 from .context.commands import fact_command, inspect_command, show_command, task_command
 from .episodes.commands import USAGE as MEMORY_USAGE, memory_command
 from .toolset import tools_command
+from .text import without_surrogates
 
 __all__ = ["COMMANDS", "CommandResult", "is_command", "run_command", "help_text"]
 
@@ -40,7 +41,7 @@ async def run_command(session: Any, text: str) -> CommandResult:
     :class:`wisp.core.session.Session`). Never raises for bad input: an
     unknown command or bad arguments give a result with ``error=True`` that
     says what to type instead."""
-    stripped = text.strip()[1:]
+    stripped = without_surrogates(text).strip()[1:]  # a lone surrogate cannot be stored or shown
     name, _, rest = stripped.partition(" ")
     name = name.lower()
     cmd = COMMANDS.get(name)

@@ -170,6 +170,29 @@ def _check_env_name(value: str) -> str | None:
     return None
 
 
+_ENV_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]!-]+$")
+
+
+def _check_env_pattern(value: str) -> str | None:
+    """A glob pattern of environment variable names (``tools.run_command.env_drop``)."""
+    if not _ENV_PATTERN.match(value):
+        return ("glob patterns of environment variable names, made of letters, digits, _ and the "
+                "wildcards * ? [ ]")
+    return None
+
+
+#: ``tools.run_command.env_drop``'s default: glob patterns (matched without
+#: regard to case) of environment variable names that look like secrets; a
+#: command runs without them (issue "Nothing runs, leaks, hangs or is lost
+#: that shouldn't be", "Secrets reach commands").
+DEFAULT_ENV_DROP = [
+    "*_KEY", "*_KEY_*", "*API_KEY*", "*APIKEY*", "*ACCESS_KEY*", "*PRIVATE_KEY*",
+    "*_TOKEN", "*_TOKEN_*", "TOKEN", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*_PASS", "*CREDENTIAL*",
+    "*_AUTH", "*AUTH_TOKEN*", "*_DSN", "DATABASE_URL", "AWS_*", "AZURE_*", "GCP_*", "CLOUDSDK_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+]
+
+
 def _check_timezone(value: str) -> str | None:
     """An IANA time zone this machine knows (issue "Episodic memory", "Settings")."""
     return check_timezone(value)
@@ -204,6 +227,9 @@ SCHEMA: dict[str, KeySpec] = {
               example="120", help="how long to wait for the endpoint"),
         _spec("model.load_wait_s", "float", 60.0, minimum=0, unit="seconds", example="60",
               help="how long to wait out a 503 while the server loads the model"),
+        _spec("model.reply_timeout_s", "float", 900.0, minimum=0, exclusive_min=True, unit="seconds",
+              example="900",
+              help="the longest a whole reply may take, even while the server keeps the connection alive"),
         _spec("agent.max_steps", "int", 20, minimum=1, example="20",
               help="model requests in one turn, at most"),
         _spec("tools.enabled", "list", ["read_file", "system_info"], example='["read_file","system_info"]',
@@ -218,6 +244,10 @@ SCHEMA: dict[str, KeySpec] = {
               example="1048576", help="the most output kept from one command"),
         _spec("tools.run_command.allow", "list", [], example='["pytest","make"]',
               help="command prefixes (whole words) that run without asking; the only ones wisp ask runs"),
+        _spec("tools.run_command.env_drop", "list", DEFAULT_ENV_DROP, example='["*_TOKEN","MY_SECRET"]',
+              check=_check_env_pattern,
+              help="environment variables commands run without (glob patterns, any case); "
+                   "model.api_key_env's variable is always dropped"),
         _spec("context.reserve", "int", 1024, minimum=0, unit="tokens", example="1024",
               help="tokens of the window kept for the reply"),
         _spec("context.recent_turns", "int", 0, minimum=0, example="0",
@@ -353,9 +383,11 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
             value = _BOOL_WORDS[raw.lower()]
         elif spec.type == "int":
             try:
-                value = int(raw, 10)
+                value = int(raw, 10) if len(raw) <= 40 else None
             except ValueError:
                 raise bad() from None
+            if value is None:
+                raise bad()
         elif spec.type == "float":
             try:
                 value = float(raw)
@@ -383,13 +415,16 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
             raise bad()
         return value
     if spec.type == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_INT:
             raise bad()
         out: Any = value
     elif spec.type == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad()
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an int past a double's range
+            raise bad() from None
         if math.isnan(out) or math.isinf(out):
             raise bad()
     elif spec.type == "list":
@@ -463,12 +498,103 @@ def _flatten(obj: dict[str, Any], prefix: str, out: dict[str, Any], dups: list[s
         out[full] = v
 
 
-def _read_file(path: Path) -> dict[str, Any] | None:
-    """The parsed top-level object, or ``None`` if the file does not exist."""
+#: How deep the file's objects may nest (its keys need 4 levels at most).
+MAX_DEPTH = 32
+#: The largest integer the file may hold (SQLite's, and far past any setting).
+MAX_INT = 2 ** 63 - 1
+
+
+class _BadNumber(ValueError):
+    """A number literal the file may not hold; ``literal`` is its text."""
+
+    def __init__(self, literal: str, why: str) -> None:
+        super().__init__(why)
+        self.literal = literal
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > 19 or abs(int(literal)) > MAX_INT:
+        raise _BadNumber(literal, f"the number {literal[:20]}{'…' if len(literal) > 20 else ''} is too large")
+    return int(literal)
+
+
+def _parse_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise _BadNumber(literal, f"the number {literal[:20]} is too large")
+    return value
+
+
+def _parse_constant(literal: str) -> float:
+    raise _BadNumber(literal, f"{literal} is not a JSON number")
+
+
+def _malformed(path: Path, why: str, text: str = "", literal: str | None = None) -> ConfigError:
+    """The malformed-file error: its path, where (when known), why, and that it was left unchanged."""
+    line = column = None
+    at = text.find(literal) if literal else -1
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+    where = f" at line {line}, column {column}" if line else ""
+    return ConfigError(f"{path}: malformed JSON{where}: {why}; fix it by hand, wisp left the file unchanged",
+                       path=path, line=line, column=column)
+
+
+def _check_tree(obj: Any, path: Path) -> None:
+    """Refuse a parsed file that nests deeper than :data:`MAX_DEPTH` or holds
+    a lone surrogate (a ``\\ud800`` escape: not text, and it breaks the next
+    write) in a key or a value. Iterative: no recursion on hostile input."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _malformed(path, f"it nests deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            items = list(node.items())
+        elif isinstance(node, list):
+            items = [("", v) for v in node]
+        else:
+            items = [("", node)]
+            depth = 0
+        for key, value in items:
+            for text in (key, value):
+                if isinstance(text, str) and _has_surrogate(text):
+                    shown = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+                    shown = shown if len(shown) <= 40 else shown[:39] + "…"
+                    raise _malformed(path, f'it holds a lone surrogate escape in "{shown}", which is not text')
+            if depth and isinstance(value, (dict, list)):
+                stack.append((value, depth + 1))
+
+
+def _has_surrogate(text: str) -> bool:
     try:
-        data = path.read_bytes()
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _read_file(path: Path) -> dict[str, Any] | None:
+    """The parsed top-level object, or ``None`` if the file does not exist.
+
+    Raises :class:`ConfigError` with the malformed-file message (path, line
+    and column when known, "left unchanged") for anything that is not a
+    sane JSON object: bad syntax, nesting deeper than :data:`MAX_DEPTH`
+    (which could exhaust the stack), numbers past :data:`MAX_INT` or a
+    double's range, ``NaN``, lone surrogates (issue "Nothing runs, leaks,
+    hangs or is lost that shouldn't be", "Config files"); and for a file
+    that cannot be read or is not a regular file.
+    """
+    from .paths import NotRegularFile, open_regular
+
+    try:
+        with open_regular(path) as fh:
+            data = fh.read()
     except FileNotFoundError:
         return None
+    except NotRegularFile as e:
+        raise ConfigError(f"{path}: is {e.kind}, not a config file", path=path) from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, not a config file", path=path) from None
     except OSError as e:
@@ -483,13 +609,20 @@ def _read_file(path: Path) -> dict[str, Any] | None:
     if not text.strip():
         return {}
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
     except json.JSONDecodeError as e:
         raise ConfigError(
             f"{path}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; "
             "fix it by hand, wisp left the file unchanged",
             path=path, line=e.lineno, column=e.colno,
         ) from None
+    except _BadNumber as e:
+        raise _malformed(path, str(e), text, e.literal) from None
+    except RecursionError:
+        raise _malformed(path, f"it nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # anything else json refuses that is not a syntax error
+        raise _malformed(path, str(e)) from None
+    _check_tree(obj, path)
     if not isinstance(obj, dict):
         raise ConfigError(
             f"{path}: the config must be a JSON object such as {{\"model\": {{\"name\": \"qwen3:8b\"}}}}; "

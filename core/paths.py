@@ -10,6 +10,11 @@ Rules (DESIGN.md, "Where things live"; issue "wisp runs end to end", "Config"):
   ``WISP_HOME`` is set, the data dir is ``$WISP_HOME/data`` instead, so that a
   test that sets ``WISP_HOME`` never touches the real home.
 - Files are created with mode 0600 and directories with mode 0700.
+- What the model may read is confined to the conversation's working
+  directory (:func:`confined_path`, shared by ``read_file`` and AGENTS.md),
+  and only regular files are opened, never in a way that can block
+  (:func:`open_regular`): issue "Nothing runs, leaks, hangs or is lost that
+  shouldn't be".
 
 Nothing here reads the config; :mod:`wisp.core.config` builds on this.
 """
@@ -17,8 +22,10 @@ Nothing here reads the config; :mod:`wisp.core.config` builds on this.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import platformdirs
 
@@ -32,6 +39,11 @@ __all__ = [
     "open_private",
     "create_private_file",
     "atomic_write_private",
+    "OutsideWorkdir",
+    "NotRegularFile",
+    "confined_path",
+    "open_regular",
+    "file_kind",
 ]
 
 #: Mode of every file wisp creates (DESIGN.md, "Where things live").
@@ -174,3 +186,87 @@ def atomic_write_private(path: str | os.PathLike[str], data: bytes) -> None:
         pass
     finally:
         os.close(dfd)
+
+
+# --- reading what the model asks for ---------------------------------------------
+
+
+class OutsideWorkdir(ValueError):
+    """A path that resolves outside the working directory. ``path`` is what it
+    resolves to (symlinks followed), ``workdir`` the resolved working directory."""
+
+    def __init__(self, path: Path, workdir: Path) -> None:
+        super().__init__(f"{path} is outside the working directory {workdir}")
+        self.path = path
+        self.workdir = workdir
+
+
+class NotRegularFile(OSError):
+    """A path that is not a regular file (a FIFO, a device, a socket, a
+    directory). ``kind`` names it in words (:func:`file_kind`)."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a regular file")
+        self.path = path
+        self.kind = kind
+
+
+def confined_path(raw: str | os.PathLike[str], workdir: str | os.PathLike[str], *,
+                  allow_outside: bool = False) -> Path:
+    """The absolute path ``raw`` names, resolved: ``~`` expanded, a relative
+    path taken from ``workdir``, every symlink followed (so a link inside
+    that points outside counts as outside). Raises :class:`OutsideWorkdir`
+    when it lies outside ``workdir`` (resolved too) unless ``allow_outside``;
+    ``OSError`` when it cannot be resolved (a symlink loop, no home).
+
+    The one confinement rule of the working directory (issue "wisp runs end to
+    end", read_file; issue "Nothing runs, leaks, hangs or is lost that
+    shouldn't be", AGENTS.md)."""
+    try:
+        base = Path(workdir).resolve()
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            path = base / path
+        path = path.resolve()
+    except RuntimeError as exc:  # a symlink loop (Python 3.11), or no home for ~
+        raise OSError(str(exc)) from None
+    if not allow_outside and not path.is_relative_to(base):
+        raise OutsideWorkdir(path, base)
+    return path
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, in words: ``a regular file``, ``a directory``,
+    ``a FIFO (named pipe)``, ``a character device``, ``a block device``,
+    ``a socket`` or ``not a regular file``."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a regular file for reading, in binary, without ever blocking on
+    something that is not one: the path is ``stat``-ed first (a FIFO, a
+    device or a socket is refused before any ``open``), then opened with
+    ``O_NONBLOCK`` and checked again with ``fstat`` (in case it was swapped
+    in between). Raises :class:`NotRegularFile`, or ``OSError`` (missing,
+    no permission). Blocking reads of the returned file are the caller's to
+    keep off the event loop."""
+    p = Path(path)
+    mode = os.stat(p).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotRegularFile(p, file_kind(mode))
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(p, file_kind(mode))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise

@@ -132,6 +132,19 @@ class StoreError(Exception):
     kind or turn state, a database newer than this wisp, a failed migration."""
 
 
+#: The range of SQLite's integers (64-bit signed).
+SQLITE_INT_MIN, SQLITE_INT_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def fits(params: Iterable[Any]) -> bool:
+    """True when every ``int`` among a query's ``params`` fits SQLite's
+    64-bit integers. A read whose number does not fit can match no row, so
+    the store's reads answer "none" for it instead of raising OverflowError
+    (``/show entry 99999999999999999999999``: issue "Nothing runs, leaks,
+    hangs or is lost that shouldn't be", "Nothing crashes")."""
+    return all(SQLITE_INT_MIN <= p <= SQLITE_INT_MAX for p in params if isinstance(p, int))
+
+
 def utc_now() -> str:
     """The current time as the store writes it: UTC ISO 8601 with µs and ``Z``."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -382,11 +395,19 @@ class Store:
                 await self.db.execute("COMMIT")
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> Any:
-        async with self.db.execute(sql, tuple(params)) as cur:
+        """The first row of a read, or ``None`` (also when a number cannot be stored; see :func:`fits`)."""
+        params = tuple(params)
+        if not fits(params):
+            return None
+        async with self.db.execute(sql, params) as cur:
             return await cur.fetchone()
 
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
-        async with self.db.execute(sql, tuple(params)) as cur:
+        """Every row of a read (none when a number cannot be stored; see :func:`fits`)."""
+        params = tuple(params)
+        if not fits(params):
+            return []
+        async with self.db.execute(sql, params) as cur:
             return list(await cur.fetchall())
 
     # -- conversations ----------------------------------------------------------

@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from .. import events as ev
+from ..store import fits
 
 __all__ = [
     "SUBJECTS",
@@ -261,6 +262,8 @@ def parse_fact_id(text: str) -> int:
     m = re.fullmatch(r"\s*[cC]?(\d+)\s*", text or "")
     if not m:
         raise FactError(f"{text!r} is not a fact id; fact ids look like c7 (/fact lists them)")
+    if len(m.group(1)) > 30:  # no fact has such a number (and int() refuses past 4,300 digits)
+        raise FactError(f"no fact c{m.group(1)[:20]}… in this conversation; /fact lists the current ones")
     return int(m.group(1))
 
 
@@ -331,7 +334,10 @@ class FactBook:
     # -- reading ---------------------------------------------------------------
 
     async def _all(self, sql: str, params: Iterable[Any]) -> list[Fact]:
-        async with self.store.db.execute(sql, tuple(params)) as cur:
+        params = tuple(params)
+        if not fits(params):  # c9223372036854775808 names no fact
+            return []
+        async with self.store.db.execute(sql, params) as cur:
             return [_fact(r) for r in await cur.fetchall()]
 
     async def current(self, conversation: int, *, include_task: bool = True) -> list[Fact]:

@@ -162,10 +162,22 @@ def check_paging(limit: Any, offset: Any) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise QueryError("--limit and --offset are whole numbers, such as --limit 20 --offset 40") from None
     if lim < 1 or lim > MAX_LIMIT:
-        raise QueryError(f"--limit is from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT}); got {lim}")
-    if off < 0:
-        raise QueryError(f"--offset is 0 or more; got {off}")
+        raise QueryError(f"--limit is from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT}); got {_number(lim)}")
+    if off < 0 or off > MAX_OFFSET:
+        raise QueryError(f"--offset is from 0 to {MAX_OFFSET:,}; got {_number(off)}")
     return lim, off
+
+
+#: The largest offset a listing takes (a page past it could not exist; SQLite
+#: could not even hold the number: issue "Nothing runs, leaks, hangs or is lost
+#: that shouldn't be", "Nothing crashes").
+MAX_OFFSET = 10 ** 12
+
+
+def _number(value: int) -> str:
+    """A number for a message, shortened when it is long."""
+    text = str(value) if abs(value) < 10 ** 30 else f"{str(value)[:20]}… ({len(str(abs(value)))} digits)"
+    return text
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -139,9 +139,10 @@ def parse_memories_request(request: str, tz: Any, *, env: Any = None,
             if field == "workspace" and value.lower() in ("all", "*", "any", "every"):
                 opts["all_workspaces"] = True
             elif field in ("limit", "offset"):
-                if not value.isdigit():
+                if not value.isdecimal():  # isdigit() would pass "²", which int() refuses
                     raise QueryError(f"{key} takes a number, such as {key} 10")
-                opts[field] = int(value)
+                # past 30 digits the exact value does not matter: the paging check refuses it
+                opts[field] = int(value) if len(value) <= 30 else 10 ** 30
             else:
                 opts[field] = value
             i += consumed

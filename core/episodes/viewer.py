@@ -17,6 +17,9 @@ reference ``enso-episodic-memory.txt``, "Browse in the web viewer"):
   another host (a DNS-rebinding page cannot read it).
 - Every value from the database or the URL is HTML-escaped; the page has
   no script, and its Content-Security-Policy allows none.
+- Every request gets an answer: a query it cannot serve (``?page=`` past
+  any page) is 400 with the reason (issue "Nothing runs, leaks, hangs or is
+  lost that shouldn't be").
 
 Built on the standard library's :mod:`http.server` (no new dependency).
 """
@@ -341,6 +344,9 @@ def _make_handler(viewer: _Viewer, allowed_hosts: set[str] | None) -> type[BaseH
             except (DateError, sqlite3.Error) as exc:
                 self._send(HTTPStatus.INTERNAL_SERVER_ERROR, f"<p>wisp could not read memory: {_e(exc)}</p>",
                            head=head)
+            except Exception as exc:  # a bug: still an answer, never a dropped connection and a traceback
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR,
+                           f"<p>wisp could not answer: {_e(type(exc).__name__)}: {_e(exc)}</p>", head=head)
 
         def do_GET(self) -> None:  # noqa: N802
             self._route(head=False)

@@ -4,6 +4,19 @@ Private to :mod:`wisp.core.model`. It owns the httpx client, maps every httpx
 failure and every non-200 status to a typed :class:`EndpointError`, and waits
 out HTTP 503 (a server still loading its model) with bounded backoff, yielding
 :class:`Waiting` events so the UI can show the wait.
+
+Two clocks bound a reply (issue "Nothing runs, leaks, hangs or is lost that
+shouldn't be", "Nothing hangs"): ``timeout_s`` (config ``model.timeout_s``)
+is the longest silence between two reads, and ``reply_timeout_s`` (config
+``model.reply_timeout_s``) the longest a whole reply may take, from sending
+the request to its last line, so a server that keeps the connection alive
+with blank lines or SSE comments but never finishes cannot hold a turn open
+forever. :meth:`HttpEndpoint.reply_deadline` starts the clock;
+:meth:`HttpEndpoint.keep_alive` makes the :class:`KeepAlive` events that let
+the UI show the wait.
+
+Every number an endpoint sends goes through :func:`clamp_count` (same issue,
+"Nothing crashes": a ``prompt_eval_count`` past 2^63 crashed a turn).
 """
 
 from __future__ import annotations
@@ -17,12 +30,14 @@ from typing import Any, AsyncIterator
 
 import httpx
 
+from ..text import without_surrogates
 from .base import (
     BadRequest,
     Disconnected,
     EndpointError,
     EndpointTimeout,
     EndpointUnreachable,
+    KeepAlive,
     MalformedStream,
     ModelNotFound,
     ServerError,
@@ -32,7 +47,37 @@ from .base import (
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_LOAD_WAIT_S = 60.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
+#: The longest a whole reply may take (seconds), config ``model.reply_timeout_s``.
+DEFAULT_REPLY_TIMEOUT_S = 900.0
 RETRY_MAX_DELAY_S = 4.0
+#: Seconds between two :class:`KeepAlive` events of one reply.
+KEEP_ALIVE_EVERY_S = 1.0
+#: The largest count an endpoint may report (2^53: exact as a float, and far
+#: inside SQLite's 64-bit integers); larger ones are clamped to it.
+MAX_COUNT = 2 ** 53
+
+
+def clamp_count(value: Any) -> int | None:
+    """A count (tokens, a context length, an index) as an endpoint sent it →
+    an ``int`` from 0 to :data:`MAX_COUNT`, or ``None`` when it is not a
+    number (a bool, a non-numeric string, NaN), is infinite or is negative.
+    Never raises."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdigit() or not text.isascii():
+            return None
+        if len(text) > 16:
+            return MAX_COUNT
+        value = int(text)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        value = int(value) if abs(value) < MAX_COUNT else (MAX_COUNT if value > 0 else -1)
+    if not isinstance(value, int) or value < 0:
+        return None
+    return min(value, MAX_COUNT)
 
 _OVERFLOW_RE = re.compile(
     r"context[ _-]?(length|window|size)|too many tokens|exceed|maximum context|n_ctx|num_ctx|too long",
@@ -43,6 +88,31 @@ _MODEL_MISSING_RE = re.compile(
     r"|(unknown|no such|invalid) model",
     re.IGNORECASE,
 )
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` for what an endpoint sends: every lone surrogate in a
+    string or a key (a ``\\ud800`` escape, which JSON allows and UTF-8 cannot
+    hold) becomes U+FFFD, so the text can be stored, shown and sent again
+    (issue "Nothing runs, leaks, hangs or is lost that shouldn't be",
+    "Nothing crashes"). Raises ``ValueError`` (and ``RecursionError``) as
+    ``json.loads`` does."""
+    obj = json.loads(text)
+    raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return _clean(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return without_surrogates(obj)
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, dict):
+        return {without_surrogates(k): _clean(v) for k, v in obj.items()}
+    return obj
 
 
 def new_call_id() -> str:
@@ -64,7 +134,7 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         if not raw.strip():
             return {}, None
         try:
-            value = json.loads(raw)
+            value = loads(raw)
         except ValueError:
             return {}, raw
         if isinstance(value, dict):
@@ -88,7 +158,7 @@ def error_text(body: bytes) -> tuple[str, str | None]:
     """
     text = body.decode("utf-8", "replace").strip()
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except ValueError:
         return text, None
     return error_from_object(obj)
@@ -114,6 +184,7 @@ class HttpEndpoint:
 
     ``timeout_s`` (seconds) bounds every read, so a stream that stalls between
     chunks also times out; connecting is bounded by ``connect_timeout_s``.
+    ``reply_timeout_s`` (seconds) bounds a whole reply, keep-alives or not.
     ``load_wait_s`` (seconds) is the longest total wait on HTTP 503 before
     giving up; ``retry_base_s`` is the first pause, doubled each try up to 4 s.
     """
@@ -132,10 +203,12 @@ class HttpEndpoint:
         retry_base_s: float = 0.25,
         client: httpx.AsyncClient | None = None,
         headers: dict[str, str] | None = None,
+        reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
     ) -> None:
         self.base_url = self.normalise_base_url(base_url)
         self.model = model
         self.timeout_s = float(timeout_s)
+        self.reply_timeout_s = float(reply_timeout_s)
         self.load_wait_s = float(load_wait_s)
         self.retry_base_s = float(retry_base_s)
         #: What to do when the server refuses access (HTTP 401/403); the
@@ -185,6 +258,31 @@ class HttpEndpoint:
 
     def __repr__(self) -> str:  # never shows headers (they may hold an API key)
         return f"{type(self).__name__}({self.base_url!r}, {self.model!r})"
+
+    # -- the reply's clock -------------------------------------------------
+
+    def reply_deadline(self) -> "ReplyClock":
+        """Start the clock of one reply (call it before sending the request)."""
+        return ReplyClock(asyncio.get_running_loop().time(), self.reply_timeout_s)
+
+    def reply_timeout(self, clock: "ReplyClock") -> EndpointTimeout:
+        """The error for a reply that outlasted ``reply_timeout_s``."""
+        how = (", sending only keep-alives" if clock.keep_alives else "")
+        return EndpointTimeout(
+            f"{self.display_name} at {self.base_url} did not finish the reply within "
+            f"{self.reply_timeout_s:g} s (it kept the connection open{how}). The reply so far is kept; "
+            "check the server, or raise model.reply_timeout_s for very long replies."
+        )
+
+    def keep_alive(self, clock: "ReplyClock") -> KeepAlive | None:
+        """A :class:`KeepAlive` for a keep-alive line (a blank line, an SSE
+        comment), at most one every :data:`KEEP_ALIVE_EVERY_S` seconds."""
+        clock.keep_alives += 1
+        now = asyncio.get_running_loop().time()
+        if now - clock.last_shown < KEEP_ALIVE_EVERY_S:
+            return None
+        clock.last_shown = now
+        return KeepAlive(waited_s=now - clock.started, limit_s=self.reply_timeout_s)
 
     # -- errors ---------------------------------------------------------
 
@@ -281,28 +379,35 @@ class HttpEndpoint:
     # -- requests -------------------------------------------------------
 
     async def request_json(self, method: str, path: str, body: Any = None) -> Any:
-        """One plain request; returns the decoded JSON answer. Raises EndpointError."""
+        """One plain request; returns the decoded JSON answer, within
+        ``reply_timeout_s`` in all. Raises EndpointError."""
         try:
-            resp = await self._client.request(method, self.base_url + path, json=body, headers=self._headers)
-            content = resp.content
+            async with self._within(self.reply_deadline()):
+                resp = await self._client.request(method, self.base_url + path, json=body,
+                                                  headers=self._headers)
+                content = resp.content
+        except EndpointError:
+            raise
         except Exception as exc:  # httpx and anything below it
             raise self.map_http_error(exc, path) from exc
         if resp.status_code != 200:
             raise await self.status_error(resp.status_code, content, path)
         try:
-            return json.loads(content)
+            return loads(content)
         except ValueError as exc:
             raise MalformedStream(
                 f"{self.display_name} at {self.base_url} answered {path} with something that is not JSON "
                 f"({short(content.decode('utf-8', 'replace'), 60)!r}). Check model.endpoint and model.provider."
             ) from exc
 
-    async def open_stream(self, path: str, body: Any) -> AsyncIterator[Waiting | httpx.Response]:
+    async def open_stream(self, path: str, body: Any,
+                          clock: "ReplyClock | None" = None) -> AsyncIterator[Waiting | httpx.Response]:
         """POST ``body`` and yield ``Waiting`` for each 503 pause, then the 200 response.
 
         The caller must close the response (``await resp.aclose()``). Raises
         EndpointError for every failure, including a 503 that outlasts
-        ``load_wait_s``.
+        ``load_wait_s`` and, with a ``clock`` (:meth:`reply_deadline`), a
+        reply that outlasts ``reply_timeout_s``.
         """
         url = self.base_url + path
         started = time.monotonic()
@@ -310,14 +415,20 @@ class HttpEndpoint:
         while True:
             try:
                 request = self._client.build_request("POST", url, json=body, headers=self._headers)
-                resp = await self._client.send(request, stream=True)
+                async with self._within(clock):
+                    resp = await self._client.send(request, stream=True)
+            except EndpointError:
+                raise
             except Exception as exc:
                 raise self.map_http_error(exc, path) from exc
             if resp.status_code == 200:
                 yield resp
                 return
             try:
-                content = await resp.aread()
+                async with self._within(clock):
+                    content = await resp.aread()
+            except EndpointError:
+                raise
             except Exception as exc:
                 raise self.map_http_error(exc, path) from exc
             finally:
@@ -334,19 +445,32 @@ class HttpEndpoint:
                     message, _ = error_text(content)
                     reason = f"{self.display_name} is not ready (HTTP 503: {short(message, 80) or 'loading'}); retrying"
                     yield Waiting(reason=reason, attempt=attempt, delay_s=delay, waited_s=waited)
-                    await asyncio.sleep(delay)
+                    async with self._within(clock):
+                        await asyncio.sleep(delay)
                     continue
             raise await self.status_error(resp.status_code, content, path)
 
-    async def stream_lines(self, resp: httpx.Response, path: str) -> AsyncIterator[str]:
-        """The response's lines (without line endings), mapping read failures."""
-        try:
-            async for line in resp.aiter_lines():
-                yield line
-        except EndpointError:
-            raise
-        except Exception as exc:
-            raise self.map_http_error(exc, path, streaming=True) from exc
+    def _within(self, clock: "ReplyClock | None") -> Any:
+        """A context that raises the reply timeout when ``clock`` runs out inside it."""
+        return _Within(self, clock)
+
+    async def stream_lines(self, resp: httpx.Response, path: str,
+                           clock: "ReplyClock | None" = None) -> AsyncIterator[str]:
+        """The response's lines (without line endings), mapping read failures;
+        with a ``clock``, raises :class:`EndpointTimeout` once the reply has
+        taken ``reply_timeout_s``, even while lines keep coming."""
+        lines = resp.aiter_lines().__aiter__()
+        while True:
+            try:
+                async with self._within(clock):
+                    line = await lines.__anext__()
+            except StopAsyncIteration:
+                return
+            except EndpointError:
+                raise
+            except Exception as exc:
+                raise self.map_http_error(exc, path, streaming=True) from exc
+            yield line
 
     def unexpected(self, exc: Exception) -> EndpointError:
         """A bug-shaped failure while reading a stream → MalformedStream (never a raw exception)."""
@@ -354,3 +478,49 @@ class HttpEndpoint:
             f"{self.display_name} at {self.base_url} sent a reply wisp could not read "
             f"({type(exc).__name__}: {short(exc, 80)}). Check that model.provider matches the server."
         )
+
+
+class ReplyClock:
+    """The clock of one reply: ``started`` (event-loop time, seconds),
+    ``limit_s`` (``reply_timeout_s``), the keep-alive lines seen so far and
+    when a :class:`KeepAlive` was last given."""
+
+    __slots__ = ("started", "limit_s", "keep_alives", "last_shown")
+
+    def __init__(self, started: float, limit_s: float) -> None:
+        self.started = started
+        self.limit_s = limit_s
+        self.keep_alives = 0
+        self.last_shown = started
+
+    @property
+    def deadline(self) -> float:
+        """When the reply must have ended (event-loop time)."""
+        return self.started + self.limit_s
+
+
+class _Within:
+    """``async with``: :func:`asyncio.timeout_at` the clock's deadline, turning
+    its expiry into the endpoint's reply-timeout error (nothing without a clock)."""
+
+    def __init__(self, endpoint: HttpEndpoint, clock: ReplyClock | None) -> None:
+        self.endpoint = endpoint
+        self.clock = clock
+        self._timeout: Any = None
+
+    async def __aenter__(self) -> None:
+        if self.clock is None:
+            return
+        if asyncio.get_running_loop().time() >= self.clock.deadline:
+            raise self.endpoint.reply_timeout(self.clock)
+        self._timeout = asyncio.timeout_at(self.clock.deadline)
+        await self._timeout.__aenter__()
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        if self._timeout is None:
+            return False
+        try:
+            await self._timeout.__aexit__(kind, exc, tb)
+        except TimeoutError:
+            raise self.endpoint.reply_timeout(self.clock) from None  # type: ignore[arg-type]
+        return False

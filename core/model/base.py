@@ -88,6 +88,19 @@ class Waiting:
 
 
 @dataclass(frozen=True)
+class KeepAlive:
+    """The server holds the reply open with a keep-alive (a blank line, an SSE
+    comment) and nothing of the reply. ``waited_s``: seconds since the request
+    was sent; ``limit_s``: config ``model.reply_timeout_s``, after which the
+    reply ends with :class:`EndpointTimeout`. At most one a second, so the UI
+    can show the wait (issue "Nothing runs, leaks, hangs or is lost that
+    shouldn't be", "Nothing hangs")."""
+
+    waited_s: float
+    limit_s: float
+
+
+@dataclass(frozen=True)
 class Done:
     """The stream ended normally.
 
@@ -98,7 +111,7 @@ class Done:
     reason: str
 
 
-StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallRequest, Usage, Waiting, Done]
+StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallRequest, Usage, Waiting, KeepAlive, Done]
 
 
 @dataclass

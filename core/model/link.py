@@ -34,6 +34,7 @@ def settings_from_config(config: Any) -> EndpointSettings:
         name=c.get("model.name"), api_key_env=c.get("model.api_key_env"),
         gguf=c.get("model.gguf"), timeout_s=float(c.get("model.timeout_s")),
         load_wait_s=float(c.get("model.load_wait_s")),
+        reply_timeout_s=float(c.get("model.reply_timeout_s")),
     )
 
 

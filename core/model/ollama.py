@@ -22,10 +22,14 @@ import httpx
 from ._transport import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_LOAD_WAIT_S,
+    DEFAULT_REPLY_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     HttpEndpoint,
+    ReplyClock,
+    clamp_count,
     decode_arguments,
     error_from_object,
+    loads,
     new_call_id,
     short,
 )
@@ -87,7 +91,8 @@ class OllamaEndpoint(HttpEndpoint):
 
     ``base_url`` like ``http://127.0.0.1:11434``; ``model`` like ``llama3.2:3b``.
     ``timeout_s`` (seconds) bounds connecting and every read (a stalled stream
-    times out too); ``load_wait_s`` (seconds) bounds the total wait on HTTP 503.
+    times out too); ``reply_timeout_s`` (seconds) bounds a whole reply;
+    ``load_wait_s`` (seconds) bounds the total wait on HTTP 503.
     Pass ``client`` to share an ``httpx.AsyncClient`` (then its timeouts apply
     and :meth:`aclose` leaves it open).
 
@@ -107,6 +112,7 @@ class OllamaEndpoint(HttpEndpoint):
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         retry_base_s: float = 0.25,
         client: httpx.AsyncClient | None = None,
+        reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
     ) -> None:
         super().__init__(
             base_url,
@@ -116,6 +122,7 @@ class OllamaEndpoint(HttpEndpoint):
             connect_timeout_s=connect_timeout_s,
             retry_base_s=retry_base_s,
             client=client,
+            reply_timeout_s=reply_timeout_s,
         )
         self._context_length: int | None = None
 
@@ -153,10 +160,7 @@ class OllamaEndpoint(HttpEndpoint):
         value = info.get(f"{arch}.context_length") if arch else None
         if value is None:
             value = next((v for k, v in info.items() if k.endswith(".context_length")), None)
-        try:
-            self._context_length = int(value) if value is not None else None
-        except (TypeError, ValueError):
-            self._context_length = None
+        self._context_length = clamp_count(value) or None
         return self._context_length
 
     async def _num_ctx(self, options: ChatOptions) -> int:
@@ -197,7 +201,8 @@ class OllamaEndpoint(HttpEndpoint):
     ) -> AsyncIterator[StreamEvent]:
         """Stream one reply from ``POST /api/chat``.
 
-        Yields ``Waiting`` (503 pauses), ``TextDelta``, ``ThinkingDelta``,
+        Yields ``Waiting`` (503 pauses), ``KeepAlive`` (blank lines while the
+        reply is held open), ``TextDelta``, ``ThinkingDelta``,
         ``ToolCallRequest`` (each with an id; Ollama sends none), then ``Usage``
         and ``Done`` (``reason`` from ``done_reason``; ``"tool_calls"`` when the
         reply asked for tools and the server said ``stop``).
@@ -211,13 +216,14 @@ class OllamaEndpoint(HttpEndpoint):
         resp: httpx.Response | None = None
         try:
             body = await self.build_body(messages, tools, options)
-            async for item in self.open_stream(path, body):
+            clock = self.reply_deadline()
+            async for item in self.open_stream(path, body, clock):
                 if isinstance(item, Waiting):
                     yield item
                 else:
                     resp = item
             assert resp is not None
-            async for event in self._read(resp, path):
+            async for event in self._read(resp, path, clock):
                 yield event
         except EndpointError:
             raise
@@ -227,15 +233,18 @@ class OllamaEndpoint(HttpEndpoint):
             if resp is not None:
                 await resp.aclose()
 
-    async def _read(self, resp: httpx.Response, path: str) -> AsyncIterator[StreamEvent]:
+    async def _read(self, resp: httpx.Response, path: str, clock: ReplyClock) -> AsyncIterator[StreamEvent]:
         splitter = ThinkSplitter()
         saw_tool_call = False
-        async for line in self.stream_lines(resp, path):
+        async for line in self.stream_lines(resp, path, clock):
             line = line.strip()
-            if not line:
+            if not line:  # a keep-alive
+                waiting = self.keep_alive(clock)
+                if waiting is not None:
+                    yield waiting
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads(line)
             except ValueError:
                 raise MalformedStream(
                     f"Ollama at {self.base_url} sent a line that is not JSON ({short(line, 60)!r}). "
@@ -275,8 +284,8 @@ class OllamaEndpoint(HttpEndpoint):
                 for event in splitter.flush():
                     yield event
                 yield Usage(
-                    prompt_tokens=_int_or_none(obj.get("prompt_eval_count")),
-                    completion_tokens=_int_or_none(obj.get("eval_count")),
+                    prompt_tokens=clamp_count(obj.get("prompt_eval_count")),
+                    completion_tokens=clamp_count(obj.get("eval_count")),
                 )
                 reason = str(obj.get("done_reason") or "stop")
                 if saw_tool_call and reason == "stop":
@@ -287,10 +296,3 @@ class OllamaEndpoint(HttpEndpoint):
             f"Ollama at {self.base_url} ended the reply before its last line. "
             "The reply so far is kept; check the server's log and try again."
         )
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None

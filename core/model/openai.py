@@ -25,10 +25,14 @@ import httpx
 from ._transport import (
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_LOAD_WAIT_S,
+    DEFAULT_REPLY_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     HttpEndpoint,
+    ReplyClock,
+    clamp_count,
     decode_arguments,
     error_from_object,
+    loads,
     new_call_id,
     short,
 )
@@ -102,8 +106,8 @@ class OpenAIEndpoint(HttpEndpoint):
     ``base_url`` like ``http://127.0.0.1:8080`` (a trailing ``/v1`` is accepted
     and dropped). ``api_key`` is sent as ``Authorization: Bearer …`` and kept
     only in this object's headers (never in its repr). ``timeout_s`` (seconds)
-    bounds connecting and every read; ``load_wait_s`` (seconds) bounds the total
-    wait on HTTP 503.
+    bounds connecting and every read; ``reply_timeout_s`` (seconds) bounds a
+    whole reply; ``load_wait_s`` (seconds) bounds the total wait on HTTP 503.
 
     Raises only :class:`~wisp.core.model.base.EndpointError` subclasses.
     """
@@ -122,6 +126,7 @@ class OpenAIEndpoint(HttpEndpoint):
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         retry_base_s: float = 0.25,
         client: httpx.AsyncClient | None = None,
+        reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         super().__init__(
@@ -133,6 +138,7 @@ class OpenAIEndpoint(HttpEndpoint):
             retry_base_s=retry_base_s,
             client=client,
             headers=headers,
+            reply_timeout_s=reply_timeout_s,
         )
 
     @staticmethod
@@ -187,7 +193,8 @@ class OpenAIEndpoint(HttpEndpoint):
     ) -> AsyncIterator[StreamEvent]:
         """Stream one reply from ``POST /v1/chat/completions``.
 
-        Yields ``Waiting`` (503 pauses), ``TextDelta``, ``ThinkingDelta``
+        Yields ``Waiting`` (503 pauses), ``KeepAlive`` (SSE comments while the
+        reply is held open), ``TextDelta``, ``ThinkingDelta``
         (``delta.reasoning_content``, ``delta.reasoning`` or ``<think>`` in the
         content), whole ``ToolCallRequest`` objects, ``Usage`` (the last one
         reported, right before the end; absent if the server sent none), then ``Done``
@@ -202,16 +209,17 @@ class OpenAIEndpoint(HttpEndpoint):
         resp: httpx.Response | None = None
         try:
             body = self.build_body(messages, tools, options)
-            async for item in self.open_stream(path, body):
+            clock = self.reply_deadline()
+            async for item in self.open_stream(path, body, clock):
                 if isinstance(item, Waiting):
                     yield item
                 else:
                     resp = item
             assert resp is not None
             if "application/json" in resp.headers.get("content-type", ""):
-                reader = self._read_whole(resp, path)  # the server ignored stream: true
+                reader = self._read_whole(resp, path, clock)  # the server ignored stream: true
             else:
-                reader = self._read(resp, path)
+                reader = self._read(resp, path, clock)
             async for event in reader:
                 yield event
         except EndpointError:
@@ -229,7 +237,7 @@ class OpenAIEndpoint(HttpEndpoint):
             "The reply so far is kept; check the server's log and try again."
         )
 
-    async def _read(self, resp: httpx.Response, path: str) -> AsyncIterator[StreamEvent]:
+    async def _read(self, resp: httpx.Response, path: str, clock: ReplyClock) -> AsyncIterator[StreamEvent]:
         splitter = ThinkSplitter()
         calls: dict[int, _PendingCall] = {}
         finish: str | None = None
@@ -262,9 +270,19 @@ class OpenAIEndpoint(HttpEndpoint):
             events.append(Done(reason))
             return events
 
-        async for raw_line in self.stream_lines(resp, path):
+        idle = True  # no data line since the last blank line: a blank line now is a keep-alive
+        async for raw_line in self.stream_lines(resp, path, clock):
             line = raw_line.strip()
-            if not line or line.startswith(":") or line.startswith(_SSE_FIELDS):
+            if (not line and idle) or line.startswith(":"):
+                waiting = self.keep_alive(clock)
+                if waiting is not None:
+                    yield waiting
+                continue
+            if not line:
+                idle = True
+                continue
+            idle = False
+            if line.startswith(_SSE_FIELDS):
                 continue
             if not line.startswith("data:"):
                 raise MalformedStream(
@@ -277,7 +295,7 @@ class OpenAIEndpoint(HttpEndpoint):
                     yield event
                 return
             try:
-                obj = json.loads(data)
+                obj = loads(data)
             except ValueError:
                 raise MalformedStream(
                     f"{self.display_name} at {self.base_url} sent an event that is not JSON "
@@ -300,8 +318,8 @@ class OpenAIEndpoint(HttpEndpoint):
                     for event in splitter.feed(content):
                         yield event
                 for position, frag in enumerate(delta.get("tool_calls") or []):
-                    index = frag.get("index", position)
-                    pending = calls.setdefault(int(index), _PendingCall())
+                    index = clamp_count(frag.get("index", position))
+                    pending = calls.setdefault(position if index is None else index, _PendingCall())
                     if frag.get("id"):
                         pending.id = str(frag["id"])
                     fn = frag.get("function") or {}
@@ -322,8 +340,8 @@ class OpenAIEndpoint(HttpEndpoint):
             reported = obj.get("usage")
             if isinstance(reported, dict):
                 usage = Usage(
-                    prompt_tokens=_int_or_none(reported.get("prompt_tokens")),
-                    completion_tokens=_int_or_none(reported.get("completion_tokens")),
+                    prompt_tokens=clamp_count(reported.get("prompt_tokens")),
+                    completion_tokens=clamp_count(reported.get("completion_tokens")),
                 )
         if finish is not None:
             for event in finish_events():
@@ -334,14 +352,17 @@ class OpenAIEndpoint(HttpEndpoint):
             "The reply so far is kept; check the server's log and try again."
         )
 
-    async def _read_whole(self, resp: httpx.Response, path: str) -> AsyncIterator[StreamEvent]:
+    async def _read_whole(self, resp: httpx.Response, path: str, clock: ReplyClock) -> AsyncIterator[StreamEvent]:
         """A non-streamed ``chat.completion`` object, turned into the same events."""
         try:
-            content = await resp.aread()
+            async with self._within(clock):
+                content = await resp.aread()
+        except EndpointError:
+            raise
         except Exception as exc:
             raise self.map_http_error(exc, path, streaming=True) from exc
         try:
-            obj = json.loads(content)
+            obj = loads(content)
         except ValueError:
             raise MalformedStream(
                 f"{self.display_name} at {self.base_url} sent a reply that is not JSON. Try again."
@@ -369,18 +390,12 @@ class OpenAIEndpoint(HttpEndpoint):
             )
         usage = obj.get("usage")
         if isinstance(usage, dict):
-            yield Usage(_int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")))
+            yield Usage(clamp_count(usage.get("prompt_tokens")), clamp_count(usage.get("completion_tokens")))
         reason = str(choice.get("finish_reason") or "stop")
         if n_calls and reason == "stop":
             reason = "tool_calls"
         yield Done(reason)
 
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
 
 
 __all__ = ["OpenAIEndpoint", "to_openai_messages", "DEFAULT_OPENAI_URL"]

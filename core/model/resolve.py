@@ -8,6 +8,7 @@ Settings are plain values (config ``model.*``)::
     api_key_env  name of the environment variable holding the API key, or None
     gguf         path of a GGUF file for the embedded default, or None
     timeout_s    seconds (reads and connecting, see the adapters)
+    reply_timeout_s  seconds a whole reply may take
     load_wait_s  seconds of waiting out HTTP 503
 
 ``auto`` tries Ollama at 127.0.0.1:11434 (``GET /api/tags``), then an
@@ -27,7 +28,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
 
-from ._transport import DEFAULT_LOAD_WAIT_S, DEFAULT_TIMEOUT_S
+from ._transport import DEFAULT_LOAD_WAIT_S, DEFAULT_REPLY_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from .base import EndpointError, NoEndpoint
 from .embedded import EmbeddedServer, embedded_available, server_importable
 from .ollama import DEFAULT_OLLAMA_URL, OllamaEndpoint
@@ -49,6 +50,7 @@ class EndpointSettings:
     gguf: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     load_wait_s: float = DEFAULT_LOAD_WAIT_S
+    reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S
 
 
 @dataclass
@@ -142,12 +144,14 @@ async def _pick_model(endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | Non
 
 
 def _ollama(s: EndpointSettings, url: str) -> OllamaEndpoint:
-    return OllamaEndpoint(url, s.name or "", timeout_s=s.timeout_s, load_wait_s=s.load_wait_s)
+    return OllamaEndpoint(url, s.name or "", timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,
+                          reply_timeout_s=s.reply_timeout_s)
 
 
 def _openai(s: EndpointSettings, url: str) -> OpenAIEndpoint:
     key = read_api_key(s.api_key_env)
-    endpoint = OpenAIEndpoint(url, s.name or "", api_key=key, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s)
+    endpoint = OpenAIEndpoint(url, s.name or "", api_key=key, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,
+                              reply_timeout_s=s.reply_timeout_s)
     if s.api_key_env and key is None:  # the setting is there; the variable it names is not
         endpoint.auth_hint = (f"model.api_key_env names {s.api_key_env}, which is not set in wisp's "
                               f"environment: export {s.api_key_env}=YOUR_KEY before starting wisp.")
@@ -240,7 +244,8 @@ async def resolve_endpoint(
             base_url = await server.start(s.gguf)
             try:
                 endpoint = OpenAIEndpoint(
-                    base_url, s.name or server.model or "", timeout_s=s.timeout_s, load_wait_s=s.load_wait_s
+                    base_url, s.name or server.model or "", timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,
+                    reply_timeout_s=s.reply_timeout_s,
                 )
                 if not endpoint.model:
                     await _pick_model(endpoint, None, OPENAI_EMPTY_HINT)

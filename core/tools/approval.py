@@ -18,10 +18,14 @@ Rules (issue "Tools that act", "Approval"):
   ``config`` or ``workspace``) and the allow lists in force.
 
 A prefix matches whole words (``git status`` matches ``git status -s``, not
-``git statusx``), and only a *simple* command: one that chains, pipes,
-redirects or substitutes (``;``, ``&&``, ``|``, ``>``, ``$(…)``, backquotes,
-a newline …) is always asked about, since ``pytest; rm -rf ~`` begins with
-``pytest`` too.
+``git statusx``), and only a *simple* command, as :mod:`wisp.core.tools.shell`
+decides with ``/bin/sh``'s own grammar: one program with plain words. A
+command that chains, pipes, redirects, expands or comments (``;``, ``&&``,
+``|``, ``>``, ``$X``, ``$(…)``, backquotes, ``#``, ``*``, ``~``, a newline,
+a character beyond ASCII …) is always asked about, since ``pytest; rm -rf ~``
+begins with ``pytest`` too (issue "Nothing runs, leaks, hangs or is lost
+that shouldn't be"). Beware that a prefix such as ``sh``, ``env``, ``eval``,
+``xargs`` or ``find`` allows whatever its words say to run.
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ..paths import atomic_write_private, wisp_home
+from .shell import NotSimple, is_simple_command, simple_command_words, simple_words
 
 __all__ = ["ApprovalRequest", "Approval", "Approvals", "WorkspaceAllowList", "suggest_prefix",
-           "prefix_matches", "is_simple_command", "CHOICES"]
+           "prefix_matches", "is_simple_command", "simple_words", "NotSimple", "CHOICES"]
 
 #: The choices a decision can record. ``once``, ``always`` and ``deny`` are
 #: the person's; ``allow_list`` is a standing allow (config or workspace);
@@ -52,8 +57,6 @@ _SUBCOMMAND_PROGRAMS = {
     "kubectl", "swift", "make", "poetry", "hatch", "tox", "nox", "bun", "deno", "dotnet", "gradle",
     "mvn", "brew", "apt", "apt-get", "systemctl", "gh", "hg", "svn", "rustup", "conda", "mix",
 }
-_DOUBLE_OK = re.compile(r"(?<![<>&])\s*[12]?>&[12](?=\s|$)")  # 2>&1 only joins streams
-_COMPOUND = re.compile(r"[;&|<>`\n\r]|\$\(|\$\{|<\(|>\(")
 
 
 @dataclass(frozen=True)
@@ -96,64 +99,34 @@ AskReply = tuple[str, str | None]
 AskFunction = Callable[[ApprovalRequest], Awaitable[AskReply]]
 
 
-def is_simple_command(command: str) -> bool:
-    """True when ``command`` is one program with its arguments: no ``;``,
-    ``&``, ``|``, ``<``, ``>``, backquote, ``$(``, ``${``, process
-    substitution or line break outside quotes (``2>&1`` is allowed), and it
-    parses as shell words."""
-    text = _DOUBLE_OK.sub(" ", command)
-    try:
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|<>()")
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        return False
-    if not tokens:
-        return False
-    if any(t and all(c in ";&|<>()" for c in t) for t in tokens):
-        return False
-    # substitutions work inside double quotes too, so look at the raw text for them
-    return not re.search(r"`|\$\(|\$\{|\n|\r", text)
-
-
-def _words(command: str) -> list[str] | None:
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return None
-
-
 def suggest_prefix(command: str) -> str:
-    """The prefix an "always allow" suggests for ``command``: its program,
-    plus the subcommand for programs that have them (``git status -s`` →
-    ``git status``; ``python -m pytest -q`` → ``python -m pytest``;
-    ``pytest -q tests`` → ``pytest``). Leading ``VAR=value`` words are kept
-    out. Empty for an empty command."""
-    words = _words(command) or command.split()
-    words = [w for w in words]
-    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
-        words.pop(0)
+    """The prefix an "always allow" suggests for the simple command
+    ``command``: its program, plus the subcommand for programs that have them
+    (``git status -s`` → ``git status``; ``python -m pytest -q`` → ``python -m
+    pytest``; ``pytest -q tests`` → ``pytest``). Empty when ``command`` is
+    not simple (no prefix can allow it; see :mod:`wisp.core.tools.shell`)."""
+    words = simple_command_words(command)
     if not words:
         return ""
     program = words[0]
     base = program.rsplit("/", 1)[-1]
     if re.match(r"^python(\d(\.\d+)?)?$", base) and len(words) >= 3 and words[1] == "-m":
-        return " ".join(words[:3])
+        return shlex.join(words[:3])
     if base in _SUBCOMMAND_PROGRAMS and len(words) >= 2 and not words[1].startswith("-") \
             and "/" not in words[1] and "=" not in words[1]:
-        return " ".join(words[:2])
-    return program
+        return shlex.join(words[:2])
+    return shlex.join(words[:1])
 
 
 def prefix_matches(command: str, prefix: str) -> bool:
-    """True when the simple command ``command`` begins with the words of
+    """True when ``command`` is simple and its words begin with the words of
     ``prefix`` (whole words: ``make`` matches ``make test``, not ``makefoo``).
-    A compound command (see :func:`is_simple_command`) never matches."""
-    want = _words(prefix)
-    if not want or not is_simple_command(command):
-        return False
-    have = _words(_DOUBLE_OK.sub(" ", command))
-    return have is not None and have[:len(want)] == want
+    Both are read by :func:`~wisp.core.tools.shell.simple_words`, the one
+    check that agrees with ``/bin/sh``; a command that is not simple never
+    matches, and neither does a prefix that is not."""
+    want = simple_command_words(prefix)
+    have = simple_command_words(command)
+    return bool(want) and have is not None and have[:len(want)] == want
 
 
 class WorkspaceAllowList:

@@ -5,8 +5,20 @@ Rules (issue "Tools that act", "run_command"):
 - Nothing runs without approval: the tool asks ``ToolContext.approve`` (see
   :mod:`wisp.core.tools.approval`) first; a denied command, or one that needs
   approval no one can give, never starts, and the model is told which.
-- The command runs under ``/bin/sh -c`` in its own process group (a new
-  session), with no standard input, in the conversation's working directory.
+- The command runs under ``/bin/sh -c -- COMMAND`` (:func:`~wisp.core.tools.shell.shell_argv`)
+  in its own process group (a new session), with no standard input, in the
+  conversation's working directory.
+- It gets wisp's environment without its secrets (:func:`command_environment`):
+  the variable config ``model.api_key_env`` names, and every variable whose
+  name matches a pattern of config ``tools.run_command.env_drop`` (by default
+  :data:`DEFAULT_ENV_DROP`: names that look like keys, tokens, secrets,
+  passwords, credentials, and ``AWS_*``). Issue "Nothing runs, leaks, hangs
+  or is lost that shouldn't be", "Secrets reach commands".
+- It dies with wisp, even on ``kill -9`` (same issue, "Nothing is lost"):
+  on Linux the shell gets ``PR_SET_PDEATHSIG`` = SIGKILL, and a watchdog
+  (:data:`WATCHDOG`, a tiny ``/bin/sh`` outside the group) holds a pipe from
+  wisp; when the pipe closes without wisp's "done" line, wisp is gone and the
+  watchdog kills the whole process group, grandchildren included.
 - Config ``tools.run_command.timeout_s`` (seconds) bounds it. On timeout the
   whole process group, children included, gets SIGTERM, then SIGKILL after
   :data:`KILL_GRACE_S` seconds, and the result says so.
@@ -36,14 +48,20 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import fnmatch
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ..config import SCHEMA
 from .approval import ApprovalRequest, suggest_prefix
 from .base import ToolContext, ToolResult
+from .shell import SHELL, NotSimple, shell_argv, simple_words
 from ..outputs import TestOutputParser
 
 #: Seconds between SIGTERM and SIGKILL when wisp ends a process group.
@@ -60,6 +78,17 @@ EMIT_INTERVAL_S = 0.05
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_OUTPUT = 1048576
+
+#: Config ``tools.run_command.env_drop``'s default (kept with the schema).
+DEFAULT_ENV_DROP = SCHEMA["tools.run_command.env_drop"].default
+#: Names never dropped even when a pattern matches them: the shell and the
+#: programs it runs need them, and none holds a secret.
+_ENV_KEEP = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "PWD", "TMPDIR"})
+
+#: The watchdog's script (argument: nothing; stdin: wisp's pipe). It reads the
+#: command's process group id, then waits: a line means the command ended and
+#: wisp is alive; end of file without one means wisp died, so it kills the group.
+WATCHDOG = 'read -r pg || exit 0; read -r _ && exit 0; kill -s KILL -- "-$pg" 2>/dev/null'
 
 
 class OutputCapture:
@@ -251,9 +280,7 @@ class RunCommand:
                     fed += len(chunk)
                 emitter.add(text, len(chunk))
 
-        env = dict(os.environ)
-        env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0",
-                    "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "TERM": "dumb"})
+        env = command_environment(ctx.config)
         loop = asyncio.get_running_loop()
         exited = asyncio.Event()
 
@@ -265,14 +292,19 @@ class RunCommand:
                 exited.set()
 
         started = time.monotonic()
+        watchdog = _Watchdog.start()
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _Protocol(limit=READ_CHUNK, loop=loop),
-                "/bin/sh", "-c", command, cwd=str(workdir), env=env,
+                *shell_argv(command), cwd=str(workdir), env=env,
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            return ToolResult(f"error: could not start /bin/sh: {exc.strerror or exc}", ok=False, meta=meta)
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent())
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the command
+            watchdog.done()
+            return ToolResult(f"error: could not start {SHELL}: {getattr(exc, 'strerror', None) or exc}",
+                              ok=False, meta=meta)
+        watchdog.guard(transport.get_pid())
         proc = asyncio.subprocess.Process(transport, protocol, loop)
         assert proc.stdout is not None
         reader = asyncio.ensure_future(_pump(proc.stdout, sink))
@@ -296,8 +328,11 @@ class RunCommand:
             stopped = True
             await _end_group(proc, reader, shell)
         finally:
-            await _settle(reader, proc)
-            shell.cancel()
+            try:
+                await _settle(reader, proc)
+            finally:
+                shell.cancel()
+                watchdog.done()
         emitter.flush()
         if fed < PARSE_STREAM_BYTES:
             parser.feed(decoder.decode(b"", final=True))
@@ -346,6 +381,132 @@ class RunCommand:
         return ToolResult("\n".join(lines), ok=ok, meta=meta)
 
 
+def command_environment(config: Any) -> dict[str, str]:
+    """The environment a command runs with: wisp's own, without the variable
+    config ``model.api_key_env`` names and without every variable whose name
+    matches a glob pattern of config ``tools.run_command.env_drop`` (default
+    :data:`DEFAULT_ENV_DROP`; matched without regard to case; ``PATH``,
+    ``HOME`` and the like are always kept), with pagers and colour turned off
+    (``PAGER=cat``, ``TERM=dumb`` …) so that no command waits on a terminal."""
+    def setting(key: str, default: Any) -> Any:
+        try:
+            value = config.get(key) if config is not None else None
+        except Exception:
+            value = None
+        return default if value is None else value
+
+    patterns = [str(p).upper() for p in setting("tools.run_command.env_drop", DEFAULT_ENV_DROP)]
+    key_name = setting("model.api_key_env", None)
+    env = {}
+    for name, value in os.environ.items():
+        if name == key_name:
+            continue
+        if name not in _ENV_KEEP and any(fnmatch.fnmatchcase(name.upper(), p) for p in patterns):
+            continue
+        env[name] = value
+    env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0",
+                "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "TERM": "dumb"})
+    return env
+
+
+_PRCTL: Any = None
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child killed (SIGKILL) when wisp dies
+    (Linux ``prctl(PR_SET_PDEATHSIG)``), or None where that does not exist.
+
+    The death signal fires when the *thread* that forked the child ends, so
+    it is only set when the command is started from the main thread (wisp's
+    event loop); the :class:`_Watchdog` covers every case. The function is
+    looked up before the fork, so the child only makes one C call."""
+    global _PRCTL
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+            prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+            prctl.restype = ctypes.c_int
+            _PRCTL = prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    if not _PRCTL:
+        return None
+    prctl, parent = _PRCTL, os.getpid()
+
+    def preexec() -> None:
+        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # wisp died before the call: go now
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+class _Watchdog:
+    """A ``/bin/sh`` outside the command's group that kills the group if wisp
+    dies (see :data:`WATCHDOG`). :meth:`guard` tells it the group;
+    :meth:`done` tells it the command ended (and closes the pipe). Never
+    raises: without a watchdog the command still runs (the death signal
+    still covers the shell itself)."""
+
+    def __init__(self, pipe: int | None, proc: subprocess.Popen[bytes] | None) -> None:
+        self.pipe = pipe
+        self.proc = proc
+
+    @classmethod
+    def start(cls) -> "_Watchdog":
+        try:
+            read_end, write_end = os.pipe()
+        except OSError:
+            return cls(None, None)
+        try:
+            proc = subprocess.Popen([SHELL, "-c", WATCHDOG], stdin=read_end, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except (OSError, subprocess.SubprocessError):
+            os.close(write_end)
+            proc = None
+            write_end = None  # type: ignore[assignment]
+        finally:
+            os.close(read_end)
+        return cls(write_end, proc)
+
+    def _write(self, data: bytes) -> None:
+        if self.pipe is None:
+            return
+        try:
+            os.write(self.pipe, data)
+        except OSError:
+            pass
+
+    def guard(self, pgid: int) -> None:
+        """Watch process group ``pgid`` (the shell's pid: it leads a new session)."""
+        self._write(f"{int(pgid)}\n".encode())
+
+    def done(self) -> None:
+        """The command ended (or never started): the watchdog exits without killing."""
+        self._write(b"done\n")
+        if self.pipe is not None:
+            try:
+                os.close(self.pipe)
+            except OSError:
+                pass
+            self.pipe = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=0)  # reaped now if it already exited; else on a later call
+            except subprocess.TimeoutExpired:
+                _LINGERING.append(self.proc)
+            self.proc = None
+        _LINGERING[:] = [p for p in _LINGERING if p.poll() is None]
+
+
+#: Watchdogs that had not exited yet when their command ended (reaped later).
+_LINGERING: list[subprocess.Popen[bytes]] = []
+
+
 async def _pump(stream: asyncio.StreamReader, sink: Callable[[bytes], None]) -> None:
     """Read ``stream`` to its end, handing each piece to ``sink``."""
     while True:
@@ -392,13 +553,19 @@ def _refusal(choice: str, command: str, ctx: ToolContext) -> str:
     """The text the model gets for a command that did not run."""
     if choice == "needs_approval":
         allow = ctx.setting("tools.run_command.allow", []) or []
-        prefix = suggest_prefix(command) or command.split()[0]
         listed = ", ".join(allow) if allow else "nothing"
-        return (f"The command did not run: it needs the person's approval, and no one can give it "
-                f"here. Without the TUI, wisp runs only commands that begin with a prefix listed in "
-                f"config tools.run_command.allow (now: {listed}); commands that chain, pipe or redirect "
-                f"always need approval. Tell the person which command you wanted to run and why; they "
-                f"can allow it with: wisp config set tools.run_command.allow '[\"{prefix}\"]'")
+        head = (f"The command did not run: it needs the person's approval, and no one can give it "
+                f"here. Without the TUI, wisp runs only simple commands that begin with a prefix listed "
+                f"in config tools.run_command.allow (now: {listed}).")
+        try:
+            simple_words(command)
+        except NotSimple as exc:
+            return (f"{head} This one is not a simple command ({exc.reason}), so no prefix allows it. "
+                    "Run one program with plain words, or tell the person which command you wanted to "
+                    "run and why.")
+        prefix = suggest_prefix(command)
+        return (f"{head} Tell the person which command you wanted to run and why; they can allow it "
+                f"with: wisp config set tools.run_command.allow '[\"{prefix}\"]'")
     if choice == "stopped":
         return "The turn was stopped before the person answered; the command did not run."
     return ("The person denied this command; it did not run. Do not run it again unless the person "

@@ -219,3 +219,56 @@ def test_ask_says_a_chained_command_is_not_covered_by_any_prefix(ollama_home, tm
     r = wisp("ask", "--tool", "run_command", "do it", cwd=tmp_path)
     assert r.returncode == 0 and not (tmp_path / "sneaky.txt").exists()
     assert "no allowed prefix covers it" in r.stderr and "tools.run_command.allow" not in r.stderr
+
+
+# --- confinement (issue "Nothing runs, leaks, hangs or is lost that shouldn't be") ------------------
+
+
+def test_an_agents_md_leading_outside_the_workdir_is_not_read(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    secret = tmp_path / "secret.md"
+    secret.write_text('tools: ["run_command"]\nthe secret instructions\n')
+    (work / "AGENTS.md").symlink_to(secret)
+    parsed = load_agents_md(work)
+    assert parsed is not None and parsed.instructions is None and parsed.tools is None
+    assert len(parsed.problems) == 1 and "leads outside the working directory" in parsed.problems[0]
+    assert str(secret) in parsed.problems[0]
+    # a path through a linked directory resolves outside too
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "AGENTS.md").write_text("far away\n")
+    (work / "AGENTS.md").unlink()
+    (work / "agents.md").symlink_to(tmp_path / "elsewhere" / "AGENTS.md")
+    parsed = load_agents_md(work)
+    assert parsed is not None and parsed.instructions is None and "far away" not in str(parsed)
+    # a link inside the working directory is read
+    (work / "agents.md").unlink()
+    (work / "docs").mkdir()
+    (work / "docs" / "agents.md").write_text("inside instructions\n")
+    (work / "AGENTS.md").symlink_to(work / "docs" / "agents.md")
+    parsed = load_agents_md(work)
+    assert parsed is not None and parsed.instructions == "inside instructions" and parsed.problems == []
+
+
+def test_an_agents_md_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "AGENTS.md")
+    parsed = load_agents_md(tmp_path)  # would block forever if it were opened for reading
+    assert parsed is not None and parsed.instructions is None
+    assert parsed.problems == [f"{tmp_path / 'AGENTS.md'} is a FIFO (named pipe), not a regular file; it was not read"]
+
+
+async def test_the_startup_problems_line_says_it_was_not_read(ollama_home, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "secret.md").write_text("the secret instructions\n")
+    (work / "AGENTS.md").symlink_to(tmp_path / "secret.md")
+    async with await Session.open(SessionOptions(workdir=work)) as s:
+        assert s.project_instructions is None
+        assert any("leads outside the working directory" in p for p in s.startup_problems)
+    r = wisp("ask", "hello", cwd=work)
+    assert r.returncode == 0
+    assert "wisp: " in r.stderr and "leads outside the working directory" in r.stderr
+    home, srv = ollama_home
+    assert "the secret instructions" not in json.dumps(srv.chat_bodies)

@@ -112,6 +112,7 @@ EXPECTED_DEFAULTS = {
     "model.gguf": None,
     "model.timeout_s": 120.0,
     "model.load_wait_s": 60.0,
+    "model.reply_timeout_s": 900.0,
     "agent.max_steps": 20,
     "tools.enabled": ["read_file", "system_info"],
     "tools.read_file.allow_outside_workdir": False,
@@ -119,6 +120,7 @@ EXPECTED_DEFAULTS = {
     "tools.run_command.timeout_s": 120.0,
     "tools.run_command.max_output_bytes": 1048576,
     "tools.run_command.allow": [],
+    "tools.run_command.env_drop": SCHEMA["tools.run_command.env_drop"].default,
     "context.reserve": 1024,
     "context.recent_turns": 0,
     "context.memory": False,
@@ -548,6 +550,8 @@ def _values(spec):
     if spec.key == "tools.enabled":  # names of tools wisp has
         from wisp.core.tool_names import TOOL_NAMES
         return st.lists(st.sampled_from(sorted(TOOL_NAMES)), max_size=4)
+    if spec.key == "tools.run_command.env_drop":  # glob patterns of variable names
+        return st.lists(st.from_regex(r"[A-Za-z0-9_*?]{1,12}", fullmatch=True), max_size=5)
     if spec.type == "list":
         return st.lists(st.text(min_size=1, max_size=10), max_size=5)
     if spec.type == "choice":

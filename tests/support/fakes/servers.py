@@ -55,6 +55,14 @@ A fault (mid-stream faults send their ``steps`` first)::
                                                        properly but without the last line
     {"fault": "stall", "steps": [...]}                 holds the response open until the
                                                        server stops (a client timeout)
+    {"fault": "trickle", "steps": [...], "every": 0.2, "line": null}
+                                                       keeps the response alive without
+                                                       finishing it: a keep-alive line every
+                                                       ``every`` seconds (Ollama: a blank
+                                                       line; OpenAI: an SSE comment
+                                                       ``: keep-alive``; ``line`` overrides)
+                                                       until the client leaves or the
+                                                       server stops
 
 The helper functions below (:func:`reply`, :func:`text`, :data:`fault` …) build
 exactly these dicts.
@@ -154,6 +162,10 @@ class fault:  # noqa: N801 - a namespace of builders
     def stall(*steps: dict | str) -> dict:
         return {"fault": "stall", "steps": _steps(steps)}
 
+    @staticmethod
+    def trickle(*steps: dict | str, every: float = 0.2, line: str | None = None) -> dict:
+        return {"fault": "trickle", "steps": _steps(steps), "every": every, "line": line}
+
 
 # --- the servers -------------------------------------------------------------
 
@@ -243,6 +255,14 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     fake: "FakeServer"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that left mid-answer is part of the tests, not an error to print."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeServer:
@@ -413,6 +433,12 @@ class FakeServer:
         elif kind == "stall":
             self.wait_stopped()
             h.drop()
+        elif kind == "trickle":
+            line = entry.get("line")
+            keep_alive = self.keep_alive_line() if line is None else line
+            while not self._stop.wait(float(entry.get("every", 0.2))):
+                h.chunk(keep_alive)  # raises BrokenPipeError once the client has gone
+            h.drop()
         else:
             raise ValueError(f"unknown fault {kind!r}")
 
@@ -438,6 +464,10 @@ class FakeServer:
     def send_malformed(self, h: _Handler, line: str) -> None:
         """Ollama: the line as is; OpenAI: ``data: <line>``."""
         h.chunk(line + "\n")
+
+    def keep_alive_line(self) -> str:
+        """What keeps a stream alive without adding to it (Ollama: a blank line)."""
+        return "\n"
 
     def whole_reply(self, entry: dict, body: Any) -> Any:
         raise NotImplementedError
@@ -685,6 +715,10 @@ class FakeOpenAI(FakeServer):
 
     def send_malformed(self, h: _Handler, line: str) -> None:
         self._event(h, line)
+
+    def keep_alive_line(self) -> str:
+        """An SSE comment, as OpenAI-compatible servers send to keep a stream open."""
+        return ": keep-alive\n\n"
 
     def whole_reply(self, entry: dict, body: Any) -> Any:
         content, reasoning, calls = "", "", []

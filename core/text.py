@@ -1,0 +1,84 @@
+"""Text from outside, made safe where it goes: a terminal, or code that encodes UTF-8.
+
+Rules (issue "Nothing runs, leaks, hangs or is lost that shouldn't be"):
+
+- "Raw terminal escapes": a model's reply (or a command's output, or a
+  server's error message) can hold control sequences: clear the screen, set
+  the window title, write the clipboard (OSC 52), hide text. Written to a
+  terminal, :func:`terminal_safe` shows every control character as a
+  visible escape instead (``ESC`` becomes ``\\x1b``), so no sequence can
+  start: C0 controls except newline and tab, DEL, C1 controls (U+0080 to
+  U+009F, which include 8-bit CSI and OSC), and the bidirectional controls
+  that reorder what is shown (U+202A to U+202E, U+2066 to U+2069, U+200E,
+  U+200F, U+061C). A carriage return is dropped (a CRLF ends a line; a lone
+  CR would overwrite it). :class:`TerminalText` applies it to a stream.
+- "Nothing crashes": a lone surrogate (``\\ud800``: a Python string can hold
+  one; UTF-8 cannot) becomes U+FFFD through :func:`without_surrogates`
+  before text reaches a parser, the store or a screen.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any, TextIO
+
+__all__ = ["terminal_safe", "TerminalText", "without_surrogates"]
+
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + "]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    if ch == "\r":
+        return ""
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character that a terminal would act on
+    shown as a visible escape (``\\x1b``, ``\\x9b``, ``\\u202e``) and carriage
+    returns dropped; newlines and tabs are kept. Pure; works on any piece
+    of a stream, since no sequence survives a cut."""
+    return _UNSAFE.sub(_visible, text) if _UNSAFE.search(text) else text
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (U+D800 to U+DFFF) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+class TerminalText(io.TextIOBase):
+    """A text stream that writes through :func:`terminal_safe` to ``stream``
+    (a terminal). Everything else (``flush``, ``fileno``, ``isatty``,
+    ``encoding`` …) is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def write(self, text: str) -> int:  # type: ignore[override]
+        self._stream.write(without_surrogates(terminal_safe(text)))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stream, "encoding", "utf-8")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
