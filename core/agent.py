@@ -236,6 +236,10 @@ class Agent:
                         yield ev.Notice(
                             f"Waiting for the server to load the model: try {item.attempt + 1}, "
                             f"{item.waited_s:.1f} s so far ({item.reason}).", key="wait")
+                    elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
+                        yield ev.Notice(
+                            f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
+                            "(model.reply_timeout_s); Esc stops it.", key="reply-wait")
                     elif isinstance(item, mb.Done):
                         step.done_reason = item.reason
 
