@@ -30,6 +30,8 @@ from dataclasses import asdict, is_dataclass
 
 from . import __version__
 from . import events as ev
+from .command_base import CommandResult
+from .commands import is_command, run_command
 from .config import Config, ConfigError
 from .context.cli import add_inspect_parser
 from .context.inspect import inspect_context
@@ -205,6 +207,8 @@ async def _ask(args: argparse.Namespace) -> int:
     async with await Session.open(session_options(args, "ask")) as session:
         for problem in session.startup_problems:
             print(f"wisp: {problem}", file=sys.stderr)
+        if is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
+            return _print_command(await run_command(session, prompt), args.json)
         if not await session.connect():
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))
@@ -258,6 +262,28 @@ async def _ask(args: argparse.Namespace) -> int:
                     out.write("\n")
                     out.flush()
         return code
+
+
+def _print_command(result: CommandResult, as_json: bool) -> int:
+    """Print a slash command's result for ``wisp ask "/fact …"``: its Markdown
+    text, or with ``--json`` one ``{"event": "command", …}`` line holding its
+    data. Exit 2 when the command failed (bad usage), else 0."""
+    if as_json:
+        print(json.dumps({"event": "command", "title": result.title, "error": result.error, "text": result.text,
+                          "data": result.data}, ensure_ascii=False, default=_jsonable))
+    else:
+        print(result.text, file=sys.stderr if result.error else sys.stdout)
+    return EXIT_USAGE if result.error else EXIT_OK
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON for a command's data: ``to_dict()`` where a value has one, else
+    its dataclass fields, else its text."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)
 
 
 async def _conversations(args: argparse.Namespace) -> int:

@@ -372,7 +372,10 @@ class FactBook:
 
         ``query`` matches (case-insensitively) a fact's name, its subject when
         it has no name, ``subject name`` written out, or a version id
-        (``c3``). Returns ``[((subject, name), [versions…]), …]`` ordered by
+        (``c3``); failing those, a subject alone lists every fact of it, and
+        then the facts whose name holds every word of ``query`` (the
+        reference document's guide pairs ``recall fact codename`` with
+        ``note entity release codename = …``). Returns ``[((subject, name), [versions…]), …]`` ordered by
         the first version; an empty list when nothing matches.
         """
         q = " ".join((query or "").split()).strip().strip("\"'").lower()
@@ -391,6 +394,11 @@ class FactBook:
         if not keys:  # a subject alone lists every fact of it
             for f in facts:
                 if f.subject == q and f.key not in keys:
+                    keys.append(f.key)
+        words = set(q.split())
+        if not keys and words:  # the words of a name: "codename" finds "release codename"
+            for f in facts:
+                if words <= set(f.name.lower().split()) and f.key not in keys:
                     keys.append(f.key)
         return [(k, [f for f in facts if f.key == k]) for k in keys]
 
