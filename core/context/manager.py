@@ -233,15 +233,18 @@ class ContextManager:
         events: list[ev.AgentEvent] = []
         for v in outcome.versions:
             events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
-        if outcome.failed:
+        covered = turn_ranges(sorted({t for v in outcome.versions for t in v.covers}))
+        if outcome.failed and outcome.versions:
+            events.append(ev.Notice(f"The model could not write the running summary ({outcome.failed}); wisp "
+                                    f"wrote it from the turns' identifiers and your own words, so turns {covered} "
+                                    "leave the window (F4 shows it).", level="warning"))
+        elif outcome.failed:
             events.append(ev.Notice(f"The running summary could not be written ({outcome.failed}); the older "
                                     "turns stay whole and the previous summary stays.", level="warning"))
-        elif outcome.kept_whole:
-            missing = ", ".join(outcome.missing[:8]) + ("…" if len(outcome.missing) > 8 else "")
-            n = len(outcome.kept_whole)
-            which = f"turn{'s' if n != 1 else ''} {turn_ranges(outcome.kept_whole)} stay{'s' if n == 1 else ''}"
-            events.append(ev.Notice(f"The running summary left out {missing}, so {which} whole in the window.",
-                                    level="warning"))
+        elif outcome.completed:
+            shown = ", ".join(outcome.completed[:6]) + ("…" if len(outcome.completed) > 6 else "")
+            events.append(ev.Notice(f"The model's running summary of turns {covered} left out {shown}; wisp kept "
+                                    "them in it itself (F4 shows which part it wrote).", key="summary-completed"))
         after = ctx
         if outcome.versions:
             latest = outcome.versions[-1]

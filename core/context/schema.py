@@ -78,4 +78,11 @@ CREATE TABLE token_calibration (
 
 #: The steps of these tables, owned here and handed to the store by
 #: :func:`wisp.core.database.open_store` (issue "One core, built once").
-MIGRATIONS = [sql_step("context", "m001_facts_summaries_calibration", M001_SQL, legacy_version=2)]
+MIGRATIONS = [
+    sql_step("context", "m001_facts_summaries_calibration", M001_SQL, legacy_version=2),
+    # the part of a summary version wisp completed itself, and the identifiers it keeps
+    # (issue "Compaction you can see and trust", "A summary that always covers")
+    sql_step("context", "m002_summary_completion",
+             "ALTER TABLE summaries ADD COLUMN completion TEXT NOT NULL DEFAULT '';\n"
+             "ALTER TABLE summaries ADD COLUMN kept TEXT NOT NULL DEFAULT '[]';"),
+]
