@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from . import events as ev
+from .context.composer import ContextTooBig
 from .tokens import estimate_messages
 from .model import base as mb
 from .tools import ToolContext, ToolRegistry
@@ -90,6 +91,8 @@ class TurnContext(Protocol):
 
     async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None: ...
 
+    def overflow_message(self, composed: Any) -> str: ...
+
     async def after_turn(self, record: TurnRecord) -> list[ev.AgentEvent]: ...
 
 
@@ -99,6 +102,8 @@ class ModelSource(Protocol):
 
     endpoint: mb.Endpoint | None
     context_window: int | None
+
+    def window_advice(self, tokens: int) -> str: ...
 
 
 @dataclass
@@ -203,12 +208,8 @@ class Agent:
                 schemas = composed.tools or None
                 estimate = estimate_messages(messages, schemas)
                 planned = composed.total
-                window = self.model.context_window
-                if window and planned > window:
-                    yield ev.Notice(
-                        f"This request is about {planned:,} tokens, more than the model's window of "
-                        f"{window:,}: the endpoint may drop its start. {_window_advice(planned)}, "
-                        "or start a new conversation.", level="warning", key="over-window")
+                if composed.over_budget:  # even fitted, it cannot fit: never send it (issue "Real models, real work")
+                    raise ContextTooBig(self.context.overflow_message(composed))
                 options = mb.ChatOptions(context_window=self.model.context_window,
                                          think=self.settings.think,  # type: ignore[arg-type]
                                          max_tokens=self.settings.max_tokens)
@@ -228,7 +229,7 @@ class Agent:
                         usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned)
                         self.last_usage = usage
                         yield usage
-                        warning = truncation_warning(item.prompt_tokens, estimate, endpoint.provider)
+                        warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice)
                         if warning:
                             self._audit_event("notice", {"text": warning}, conversation, turn.number)
                             yield ev.Notice(warning, level="warning")
@@ -283,7 +284,7 @@ class Agent:
                                 "stopped", started_at, _now())
             await self._after_turn(record)
             raise
-        except mb.EndpointError as exc:
+        except (mb.EndpointError, ContextTooBig) as exc:
             partial = "".join(step.text)  # before _record_partial clears it: the after_turn record needs it
             for item in await self._record_partial(conversation, turn, step, reason=exc.kind):
                 yield item
@@ -428,34 +429,19 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _window_advice(tokens: int) -> str:
-    """How to raise the window so ``tokens`` fit: the next power of two with
-    a quarter to spare, at least 4,096 tokens."""
-    size = 4096
-    while size < tokens * 1.25:
-        size *= 2
-    return (f"Raise the window to at least {size:,} tokens (in chat: /config set model.context_window {size}; "
-            f"in a shell: wisp config set model.context_window {size})")
-
-
-def truncation_warning(reported: int | None, estimated: int, provider: str) -> str | None:
+def truncation_warning(reported: int | None, estimated: int, advice: Callable[[int], str]) -> str | None:
     """A warning when the endpoint counted far fewer prompt tokens than wisp
     sent (it silently dropped the start of the prompt), else None.
 
-    ``reported`` and ``estimated`` in tokens. The advice names a window that
-    would fit and the setting to change for the provider (Ollama:
-    ``model.context_window``, sent as ``num_ctx``; llama.cpp and others: the
-    server's own context size). Source: issue "wisp runs end to end",
-    "Silent truncation".
+    ``reported`` and ``estimated`` in tokens; ``advice(tokens)`` says how to
+    raise the window for the endpoint in use
+    (:meth:`wisp.core.model.link.ModelLink.window_advice`). Source: issue
+    "wisp runs end to end", "Silent truncation".
     """
     if reported is None or reported <= 0:
         return None
     if reported >= estimated * TRUNCATION_RATIO or estimated - reported < TRUNCATION_MIN_GAP:
         return None
-    if provider == "ollama":
-        fix = _window_advice(estimated) + "; it is sent as Ollama's num_ctx"
-    else:
-        fix = (_window_advice(estimated) + ", and start the server with as large a context "
-               "(llama.cpp: -c; vLLM: --max-model-len)")
+    fix = advice(estimated)
     return (f"The endpoint counted {reported:,} prompt tokens but wisp sent about {estimated:,}: "
             f"it probably dropped the start of the conversation. {fix}.")

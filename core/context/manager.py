@@ -57,6 +57,10 @@ class ModelState(Protocol):
     reported_window: int | None
     endpoint: Any
 
+    def window_advice(self, tokens: int) -> str:
+        """How to raise the window to ``tokens`` for the endpoint in use."""
+        ...
+
 
 @dataclass
 class PanelState:
@@ -179,10 +183,49 @@ class ContextManager:
         events += await self.scan_test_runs(conversation, turn)
         inputs = await self._inputs(conversation)
         ctx = build(inputs)
+        done: list[str] = []
+        if ctx.over_budget and inputs.recent_turns and ctx.recent_turns:
+            # fitting step 1: the older tool outputs become references, recent turns included
+            whole = [t.number for t in ctx.turns if t.whole]
+            inputs = dataclasses.replace(inputs, recent_turns=0)
+            ctx = build(inputs)
+            done.append(f"the outputs of turn{'s' if len(whole) != 1 else ''} {turn_ranges(whole)} went as "
+                        "references")
         if ctx.must_leave:
+            # fitting step 2: the running summary takes over old turns
             more, ctx = await self._summarise(inputs, ctx, turn)
             events += more
+        shown = ctx.cut[:3]
+        for c in shown:  # fitting step 3: a paste or an output too big for the window goes cut
+            what = "your prompt" if c.kind == "prompt" else "a tool's output"
+            done.append(f"entry {c.number} ({what}, {c.chars:,} characters) went with its head and tail only "
+                        f"(/show entry {c.number} shows it whole)")
+        if len(ctx.cut) > len(shown):
+            done.append(f"{len(ctx.cut) - len(shown)} more of this turn's outputs went cut or as references")
+        if done and not ctx.over_budget:
+            events.append(ev.Notice(f"To fit the model's window ({ctx.budget:,}-token budget): "
+                                    + "; ".join(done) + ".", key="fit"))
         return Prepared(ctx, events)
+
+    def overflow_message(self, ctx: ComposedContext) -> str:
+        """Why ``ctx`` cannot fit even after fitting, and what to change: the
+        layers no turn can free, biggest first, each with its fix, and how to
+        raise the window for the endpoint in use (issue "Real models, real
+        work": "say exactly which layer is too big and what to change")."""
+        fixes = {"tools": "give fewer tools (--tool NAME, or a tools: line in AGENTS.md)",
+                 "instructions": f"shorten the project's instructions ({self.instructions_source or 'AGENTS.md'})",
+                 "facts": "forget some (/fact, then /fact forget ID)", "task": "shorten it (/task …)",
+                 "summary": "start a new conversation (/new), or raise the window",
+                 "system": "raise the window", "current": "send less at once (a shorter prompt)"}
+        rows = sorted((layer for layer in ctx.layers if layer.tokens and layer.key in fixes),
+                      key=lambda layer: -layer.tokens)
+        named = [f"{layer.name} {layer.tokens:,} tokens: {fixes[layer.key]}" for layer in rows
+                 if layer.tokens >= max(1, ctx.budget // 10)][:3] or \
+            [f"{layer.name} {layer.tokens:,} tokens" for layer in rows[:1]]
+        return (f"This request cannot fit the model's window: even with every older turn summarised and every "
+                f"large output cut, it needs about {ctx.total:,} tokens of a {ctx.budget:,}-token budget (window "
+                f"{ctx.window:,} less {ctx.reserve:,} reserved for the reply). The biggest parts: "
+                + "; ".join(named) + f". Or: {self.model_state.window_advice(ctx.total + ctx.reserve)}.")
 
     async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None:
         """Fold one request's reported prompt tokens (``reported``) against
