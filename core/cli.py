@@ -35,6 +35,7 @@ from .commands import is_command, run_command
 from .config import Config, ConfigError
 from .context.cli import add_inspect_parser
 from .context.inspect import inspect_context
+from .context.shapes import ShapeBook
 from .database import open_store
 from .episodes.cli import add_memory_parser, run_memory
 from .model.sidecall import ConfigSideCall
@@ -147,7 +148,7 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
         if args.command == "config":
             return _config(args)
         if args.command == "memory":
-            return run_memory(args, ConfigSideCall, open_store)
+            return run_memory(args, _config_side_call, open_store)
         if args.command == "inspect":
             return asyncio.run(_inspect(args))
     except (ConfigError, UsageError, SessionError) as exc:
@@ -170,6 +171,13 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
               "traceback, and please report it)", file=sys.stderr)
         return 1
     return EXIT_OK
+
+
+def _config_side_call(config: Config, store: Any = None) -> ConfigSideCall:
+    """``wisp memory refine``'s side call: it connects from config on first
+    use and remembers in ``store`` which form of shaped output the endpoint
+    takes (:class:`~wisp.core.context.shapes.ShapeBook`)."""
+    return ConfigSideCall(config, shapes=ShapeBook(store) if store is not None else None)
 
 
 def _silence_stdout() -> None:

@@ -34,12 +34,13 @@ from .audit import AuditLog
 from .config import Config
 from .context.manager import ContextManager
 from .context.notes import ModelNotes
+from .context.shapes import ShapeBook
 from .database import open_store
 from .episodes.capture import Capture, Origin
 from .episodes.refine import RefineReport, refine_with
 from .memory.verbs import MemoryBinding
 from .model.link import ModelLink
-from .model.sidecall import LinkSideCall
+from .model.sidecall import LinkSideCall, ShapeForms
 from .sidecall import SideCall
 from .store import Store
 from .tools.approval import Approvals, AskFunction, WorkspaceAllowList
@@ -165,7 +166,8 @@ class Session:
         self.workdir = plan.workdir
         self.conversation_id = plan.conversation_id
         self.link = ModelLink(config)
-        self.side_call: SideCall = options.side_call or LinkSideCall(self.link)
+        # a side call that needs a shape remembers, per endpoint, which form the server takes
+        self.side_call: SideCall = options.side_call or LinkSideCall(self.link, ShapeForms(ShapeBook(store)))
         self.notes = ModelNotes.over(store, audit)
         self.tools = build_registry(plan.tool_choice.names, memory=MemoryBinding(
             store, audit, self.notes, self.side_call, lambda: self.link.context_window, config),

@@ -16,10 +16,13 @@ hand in a scripted one (``tests/support/sidecalls.py``).
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["SideCall", "SideCallError", "SideCallInfo", "Message"]
+__all__ = ["SideCall", "SideCallError", "SideCallInfo", "Message", "ShapeMemory", "SHAPE_FORMS",
+           "read_json_object"]
 
 #: One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = dict[str, Any]
@@ -63,3 +66,87 @@ class SideCall(Protocol):
         their output (Ollama ``format``, OpenAI ``response_format``); an
         endpoint that cannot ignores it. Raises :class:`SideCallError`."""
         ...
+
+
+#: The forms a shaped side call can take, most constrained first (issue "Compaction you can see
+#: and trust", "Structured side calls"): ``json_schema`` (OpenAI-compatible ``response_format``
+#: ``{"type": "json_schema", …}``: llama.cpp's server, vLLM, LM Studio), ``json_object``
+#: (``{"type": "json_object", "schema": …}``: llama-cpp-python's server), ``format`` (Ollama's
+#: ``format`` with the schema) and ``plain`` (the request without any: the server refused them).
+SHAPE_FORMS = ("json_schema", "json_object", "format", "plain")
+
+
+class ShapeMemory(Protocol):
+    """Where side calls remember which form of shaped output an endpoint
+    takes (one of :data:`SHAPE_FORMS`), per endpoint URL and model, so that a
+    server that refused a schema is not asked again (the context's
+    ``side_call_shapes`` table is one: :class:`wisp.core.context.shapes.ShapeBook`)."""
+
+    async def get(self, endpoint: str, model: str) -> str | None:
+        """The form that worked last for this endpoint and model, or ``None``."""
+        ...
+
+    async def put(self, endpoint: str, model: str, form: str, reason: str = "") -> None:
+        """Remember ``form`` for this endpoint and model (``reason``: why, one line)."""
+        ...
+
+
+_FENCE = re.compile(r"^\s*```[\w-]*\s*\n?|\n?\s*```\s*$")
+
+
+def _closings(text: str, tries: int = 40) -> list[str]:
+    """Ways to close ``text``, a JSON object cut short (as a reply that
+    reached its token limit is), best first: close its open string, arrays
+    and objects where it ends; else cut it back to each earlier ``,``
+    (outside strings) and close what is open there."""
+    stack: list[str] = []
+    in_string = False
+    escaped = False
+    commas: list[tuple[int, str]] = []
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+        elif ch == ",":
+            commas.append((i, "".join(reversed(stack))))
+    out = [(text[:-1] if escaped else text) + ('"' if in_string else "") + "".join(reversed(stack))]
+    out += [text[:i] + closers for i, closers in reversed(commas[-tries:])]
+    return out
+
+
+def read_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object a shaped side call answered, read leniently: code
+    fences and text around the object are dropped, and an object cut short
+    (a reply that reached its token limit) is closed. ``None`` when the
+    reply holds no object (a server that ignored the schema answered in
+    prose). Never raises."""
+    if not text:
+        return None
+    body = _FENCE.sub("", text.strip())
+    start = body.find("{")
+    if start < 0:
+        return None
+    body = body[start:]
+    end = body.rfind("}")
+    candidates = [body[: end + 1]] if end >= 0 else []
+    candidates.append(body)
+    for candidate in candidates:
+        for attempt in (candidate, *_closings(candidate)):
+            try:
+                value = json.loads(attempt)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(value, dict):
+                return value
+    return None

@@ -15,6 +15,10 @@
   covered turns' tool outputs (entry, turn, tool, arguments, digest), which
   the summary layer lists as references, and ``items`` the JSON object
   ``{turn: ["kind:text", …]}`` of what the coverage check requires.
+- ``side_call_shapes``: per endpoint URL and model, the form of shaped
+  output its side calls take (``json_schema``, ``json_object``, ``format``
+  or ``plain`` when the server refused a schema), why, and when that was
+  seen (:mod:`wisp.core.context.shapes`).
 - ``token_calibration``: per model, the ratio of the prompt tokens the
   endpoint reported to wisp's estimate, the samples behind it, and the last
   context window seen (tokens), so that ``wisp inspect context`` can work
@@ -85,4 +89,15 @@ MIGRATIONS = [
     sql_step("context", "m002_summary_completion",
              "ALTER TABLE summaries ADD COLUMN completion TEXT NOT NULL DEFAULT '';\n"
              "ALTER TABLE summaries ADD COLUMN kept TEXT NOT NULL DEFAULT '[]';"),
+    # which form of shaped output each endpoint's side calls take (issue "Compaction you can see
+    # and trust", "Structured side calls": "remember that per endpoint")
+    sql_step("context", "m003_side_call_shapes",
+             "CREATE TABLE side_call_shapes (\n"
+             "    endpoint    TEXT NOT NULL,\n"
+             "    model       TEXT NOT NULL,\n"
+             "    form        TEXT NOT NULL,\n"
+             "    reason      TEXT NOT NULL DEFAULT '',\n"
+             "    updated_at  TEXT NOT NULL,\n"
+             "    PRIMARY KEY (endpoint, model)\n"
+             ");"),
 ]

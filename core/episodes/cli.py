@@ -81,9 +81,9 @@ def add_memory_parser(sub: Any) -> argparse.ArgumentParser:
     return mem
 
 
-def run_memory(args: argparse.Namespace, side_call_for: Callable[[Any], Any],
+def run_memory(args: argparse.Namespace, side_call_for: Callable[[Any, Any], Any],
                open_store: Callable[[Any], Awaitable[Any]]) -> int:
-    """Run ``wisp memory …``; returns the exit code. ``side_call_for(config)``
+    """Run ``wisp memory …``; returns the exit code. ``side_call_for(config, store)``
     makes the :class:`~wisp.core.sidecall.SideCall` that ``wisp memory
     refine`` asks the model through (it connects on first use; its
     ``aclose()`` is awaited at the end); ``open_store(path)`` opens the
@@ -109,7 +109,7 @@ def run_memory(args: argparse.Namespace, side_call_for: Callable[[Any], Any],
         return EXIT_USAGE
 
 
-async def _run(cmd: str, args: argparse.Namespace, config: Any, side_call_for: Callable[[Any], Any],
+async def _run(cmd: str, args: argparse.Namespace, config: Any, side_call_for: Callable[[Any, Any], Any],
                open_store: Callable[[Any], Awaitable[Any]]) -> int:
     tz = memory_timezone(config)
     async with await open_store(config.db_path) as store:
@@ -267,10 +267,11 @@ async def _status(store: Any, args: argparse.Namespace, config: Any, tz: Any) ->
     return EXIT_OK
 
 
-async def _refine(store: Any, args: argparse.Namespace, config: Any, side_call_for: Callable[[Any], Any]) -> int:
+async def _refine(store: Any, args: argparse.Namespace, config: Any,
+                  side_call_for: Callable[[Any, Any], Any]) -> int:
     from .refine import refine_with
 
-    side_call = side_call_for(config)
+    side_call = side_call_for(config, store)
     try:
         report = await refine_with(store, config, side_call, trigger="cli")
     finally:

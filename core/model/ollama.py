@@ -175,19 +175,28 @@ class OllamaEndpoint(HttpEndpoint):
     async def build_body(
         self, messages: list[Message], tools: list[ToolSchema] | None, options: ChatOptions
     ) -> dict[str, Any]:
-        """The JSON body for ``/api/chat``. ``options.extra`` is merged into Ollama's ``options``."""
+        """The JSON body for ``/api/chat``. ``options.extra`` is merged into
+        Ollama's ``options``, except ``schema`` (a JSON schema the reply must
+        follow), which goes as the body's ``format`` (Ollama's structured
+        outputs), and ``schema_form``, which says whether to send it
+        (``format``, the default) or not (``plain``: the server refused it)."""
+        extra = dict(options.extra or {})
+        schema = extra.pop("schema", None)
+        form = extra.pop("schema_form", None) or "format"
         opts: dict[str, Any] = {"num_ctx": await self._num_ctx(options)}
         if options.max_tokens is not None:
             opts["num_predict"] = options.max_tokens
         if options.temperature is not None:
             opts["temperature"] = options.temperature
-        opts.update(options.extra or {})
+        opts.update(extra)
         body: dict[str, Any] = {
             "model": self.model,
             "messages": to_ollama_messages(messages),
             "stream": True,
             "options": opts,
         }
+        if schema and form != "plain":
+            body["format"] = schema
         if tools:
             body["tools"] = tools
         if options.think == "on":

@@ -172,7 +172,18 @@ class OpenAIEndpoint(HttpEndpoint):
     def build_body(
         self, messages: list[Message], tools: list[ToolSchema] | None, options: ChatOptions
     ) -> dict[str, Any]:
-        """The JSON body for ``/v1/chat/completions``. ``options.extra`` is merged into the body."""
+        """The JSON body for ``/v1/chat/completions``. ``options.extra`` is
+        merged into the body, except ``schema`` (a JSON schema the reply must
+        follow) and ``schema_form`` (how to ask for it), which become
+        ``response_format``: ``json_schema`` (the default) sends
+        ``{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}``
+        (OpenAI's structured outputs; llama.cpp's server turns it into a
+        grammar, vLLM into guided decoding), ``json_object`` sends
+        ``{"type": "json_object", "schema": …}`` (what llama-cpp-python's
+        server takes), ``plain`` sends none (the server refused both)."""
+        extra = dict(options.extra or {})
+        schema = extra.pop("schema", None)
+        form = extra.pop("schema_form", None) or "json_schema"
         body: dict[str, Any] = {
             "model": self.model,
             "messages": to_openai_messages(messages),
@@ -185,7 +196,12 @@ class OpenAIEndpoint(HttpEndpoint):
             body["max_tokens"] = options.max_tokens
         if options.temperature is not None:
             body["temperature"] = options.temperature
-        body.update(options.extra or {})
+        if schema and form == "json_schema":
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "wisp_side_call", "strict": True, "schema": schema}}
+        elif schema and form == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        body.update(extra)
         return body
 
     async def stream_chat(
