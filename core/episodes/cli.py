@@ -251,6 +251,7 @@ async def _status(store: Any, args: argparse.Namespace, config: Any, tz: Any) ->
         + (f" ({s['retrying']} after a failed attempt)" if s["retrying"] else "")
         + f", {s['in_progress']} being refined now, {s['pending']} in a turn still running",
         f"Last refinement: {job_line}",
+        f"Fell back:       {_fallback_line(s)}",
         f"Next reference:  {format_memory_id(s['next_number'])}",
         "Settings:",
         f"  memory.enabled = {'true' if settings['memory.enabled'] else 'false'}",
@@ -265,6 +266,22 @@ async def _status(store: Any, args: argparse.Namespace, config: Any, tz: Any) ->
     ]
     print("\n".join(lines))
     return EXIT_OK
+
+
+def _fallback_line(s: dict[str, Any]) -> str:
+    """How many batches fell back, and how (issue "Compaction you can see and trust")."""
+    f = s.get("fallbacks") or {}
+    total = int(s.get("fell_back") or 0)
+    if not total:
+        return "no batch (every answer was in the format asked for)"
+    parts = []
+    if f.get("unstructured"):
+        parts.append(f"{f['unstructured']} kept the model's answer as it came (unstructured)")
+    if f.get("retried"):
+        parts.append(f"{f['retried']} kept something once asked again, more strictly")
+    if f.get("retried-nothing"):
+        parts.append(f"{f['retried-nothing']} still kept nothing after the stricter retry")
+    return f"{total} batch{'es' if total != 1 else ''}: " + "; ".join(parts)
 
 
 async def _refine(store: Any, args: argparse.Namespace, config: Any,

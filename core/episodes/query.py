@@ -70,7 +70,9 @@ class Memory:
     reference); times are UTC text: ``event_at`` (earliest source request),
     ``event_end`` (last source's end, or ``None``), ``recorded_at``; the
     origin (``workspace``, ``transport``, ``channel``, ``thread``,
-    ``conversation_id``) comes from its sources; ``sources`` counts them."""
+    ``conversation_id``) comes from its sources; ``sources`` counts them;
+    ``unstructured`` marks the model's answer kept as it came (it was not in
+    the format asked for)."""
 
     number: int
     summary: str
@@ -84,6 +86,7 @@ class Memory:
     recorded_at: str
     model: str | None
     sources: int = 0
+    unstructured: bool = False
 
     @property
     def ref(self) -> str:
@@ -197,7 +200,7 @@ def fts_query(text: str) -> str:
 _MEM_COLS = (
     "m.id, m.summary, m.workspace, m.transport, m.channel, m.thread, m.conversation_id,"
     " m.event_at, m.event_end, m.recorded_at, m.model,"
-    " (SELECT COUNT(*) FROM episode_memory_sources s WHERE s.memory_id = m.id)"
+    " (SELECT COUNT(*) FROM episode_memory_sources s WHERE s.memory_id = m.id), m.unstructured"
 )
 _EX_COLS = (
     "x.id, x.workspace, x.transport, x.channel, x.thread, x.sender, x.conversation_id, x.turn_number,"
@@ -243,7 +246,7 @@ def _memory(row: Iterable[Any]) -> Memory:
     r = tuple(row)
     return Memory(number=r[0], summary=r[1], workspace=r[2], transport=r[3], channel=r[4], thread=r[5] or "",
                   conversation_id=r[6], event_at=r[7], event_end=r[8], recorded_at=r[9], model=r[10],
-                  sources=int(r[11] or 0))
+                  sources=int(r[11] or 0), unstructured=bool(r[12]) if len(r) > 12 else False)
 
 
 def _exchange(row: Iterable[Any]) -> SourceExchange:

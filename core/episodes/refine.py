@@ -21,9 +21,21 @@ captured"):
   :data:`MAX_SUMMARY_CHARS` (2,000) characters and linked to its source
   exchanges, in the format :data:`INSTRUCTIONS` shows and
   :func:`parse_reply` reads.
-- A failed batch (endpoint error, unreadable reply) releases its exchanges
-  for a later run; a recorded batch is never processed again; with nothing
-  new, no endpoint is resolved and no model call is made.
+- The side call asks for the memories' shape (:data:`MEMORY_SCHEMA`) with
+  the endpoint's own constrained decoding (issue "Compaction you can see and
+  trust", "Structured side calls"); a reply in the older ``MEMORY … END``
+  block format is read too (:func:`read_memories`).
+- Nothing is dropped silently (same issue): a non-empty reply that is not
+  the format becomes one memory of the batch, with its sources, marked
+  unstructured; an empty or ``NONE`` reply for a batch whose requests state
+  a decision, a correction or unfinished work (:func:`batch_statements`) is
+  asked once more with a stricter prompt quoting them
+  (:data:`STRICT_SCHEMA` wants at least one memory) before it counts as
+  nothing. Each batch records how it fell back (``episode_batches.fallback``),
+  which ``wisp memory status`` counts.
+- A failed batch (an endpoint error) releases its exchanges for a later
+  run; a recorded batch is never processed again; with nothing new, no
+  endpoint is resolved and no model call is made.
 - The lock is in the database: a refiner claims a batch by pointing its
   exchanges at a ``claimed`` row of ``episode_batches`` inside one
   ``BEGIN IMMEDIATE`` transaction, so two processes never refine the same
@@ -43,7 +55,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..sidecall import Message, SideCall, SideCallError, SideCallInfo
+from ..sidecall import Message, SideCall, SideCallError, SideCallInfo, read_json_object
+from ..statements import stated
 from .capture import finalize_pending, memory_enabled
 from .dates import format_local, memory_timezone
 from .ids import format_memory_id, next_memory_number
@@ -52,7 +65,8 @@ __all__ = [
     "REFINE_INTERVAL_S", "MAX_BATCH_EXCHANGES", "EXCERPT_BYTES", "MAX_BATCH_BYTES", "MAX_SUMMARY_CHARS",
     "CLAIM_LEASE", "INSTRUCTIONS", "RefineFormatError", "Candidate", "Batch", "ParsedMemory",
     "RefineReport", "group_key", "excerpt", "batch_limits", "plan_batch", "build_messages",
-    "parse_reply", "Refiner", "refine_with_config", "refine_in_session", "read_status",
+    "parse_reply", "read_memories", "batch_statements", "strict_messages", "MEMORY_SCHEMA", "STRICT_SCHEMA",
+    "Refiner", "refine_with_config", "refine_in_session", "read_status",
 ]
 
 #: How often the TUI runs refinement (seconds): the reference's 15 minutes.
@@ -81,19 +95,43 @@ You get numbered exchanges [1], [2], ... from one conversation. Each has the per
 
 Keep what is worth remembering: what the person asked for, decisions and agreements, outcomes the assistant reported (write "reported", it is not proof), corrections, and unfinished or failed work. Routine acknowledgements, greetings and small talk need no memory.
 
-Answer in exactly this format and nothing else:
+Answer with a JSON object holding a "memories" list. Each memory has "sources" (the numbers of the exchanges it comes from) and "summary" (what was asked, decided, reported, corrected or left unfinished, in a few plain sentences, under 1,500 characters). Write one memory per separate topic. When nothing is worth keeping, the list is empty."""
 
-MEMORY 1,2
-A few plain sentences about what was asked, decided, reported, corrected or left unfinished.
-END
-
-Write one MEMORY block per separate topic. After the word MEMORY, list the numbers of the exchanges the note comes from. Keep each note under 1,500 characters.
-If nothing is worth keeping, answer with the single word:
-NONE"""
+#: The shape refinement asks for (issue "Compaction you can see and trust", "Structured side
+#: calls"); the lists are bounded so a small model under a grammar cannot loop on them.
+MEMORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "memories": {
+            "type": "array", "maxItems": 12,
+            "items": {
+                "type": "object",
+                "properties": {"sources": {"type": "array", "items": {"type": "integer"}, "maxItems": 40},
+                               "summary": {"type": "string"}},
+                "required": ["sources", "summary"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["memories"],
+    "additionalProperties": False,
+}
+#: The stricter retry's shape: at least one memory, with words in it.
+STRICT_SCHEMA: dict[str, Any] = {
+    **MEMORY_SCHEMA,
+    "properties": {"memories": {**MEMORY_SCHEMA["properties"]["memories"], "minItems": 1,
+                                "items": {**MEMORY_SCHEMA["properties"]["memories"]["items"],
+                                          "properties": {"sources": {"type": "array", "items": {"type": "integer"},
+                                                                     "maxItems": 40},
+                                                         "summary": {"type": "string", "minLength": 1}}}}},
+}
+#: Statements the stricter retry quotes at most.
+MAX_QUOTED = 6
 
 
 class RefineFormatError(ValueError):
-    """The model's reply held neither a MEMORY block nor NONE."""
+    """The model's reply held no memories in a format wisp reads (a JSON
+    ``memories`` list, ``MEMORY`` blocks) and no ``NONE``."""
 
 
 def _now_dt() -> datetime:
@@ -215,10 +253,12 @@ def build_messages(batch: list[Candidate], tz: Any, excerpt_bytes: int = EXCERPT
 @dataclass
 class ParsedMemory:
     """One summary from the model: its text (capped) and the 1-based numbers
-    of its source exchanges within the batch."""
+    of its source exchanges within the batch; ``unstructured`` when it is
+    the model's answer as it came (not in the format asked for)."""
 
     summary: str
     sources: list[int]
+    unstructured: bool = False
 
 
 _HEADER = re.compile(r"^[\s>*_#`~\-•]*(?:memory|memories|mem)\b(?!-\d)[\s*_`]*(.*)$", re.IGNORECASE)
@@ -329,6 +369,88 @@ def _looks_like_spec(rest: str) -> bool:
     return bool(re.match(r"^\s*[\[(#:]*\s*\d", rest or ""))
 
 
+def _json_memories(obj: dict[str, Any], n: int) -> list[ParsedMemory] | None:
+    """The memories of a :data:`MEMORY_SCHEMA` object, or ``None`` when it is not one."""
+    items = obj.get("memories")
+    if items is None:
+        return None
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list):
+        return None
+    out: list[ParsedMemory] = []
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, str):
+            item = {"summary": item}
+        if not isinstance(item, dict):
+            continue
+        body = item.get("summary") or item.get("text") or item.get("note") or ""
+        body = " ".join(str(body).split()) if isinstance(body, (str, int, float)) else ""
+        if not body or _NONE.match(body):
+            continue
+        raw = item.get("sources")
+        raw = raw if isinstance(raw, list) else [raw]
+        nums = []
+        for v in raw:
+            if isinstance(v, bool):
+                continue
+            if isinstance(v, int):
+                nums.append(v)
+            elif isinstance(v, (str, float)):
+                nums.extend(_numbers(str(v)))
+        valid = sorted({k for k in nums if 1 <= k <= n}) or list(range(1, n + 1))
+        summary = cap_summary(body)
+        if summary in seen:
+            continue
+        seen.add(summary)
+        out.append(ParsedMemory(summary, valid))
+    return out
+
+
+def read_memories(text: str, n: int) -> list[ParsedMemory]:
+    """Read the model's reply for a batch of ``n`` exchanges: a
+    :data:`MEMORY_SCHEMA` object (read leniently: a reply cut short keeps the
+    memories it finished), else the ``MEMORY`` block format
+    (:func:`parse_reply`). Returns ``[]`` for an empty list or ``NONE``.
+    Raises :class:`RefineFormatError` for a reply in neither form (an empty
+    reply included)."""
+    obj = read_json_object(text or "")
+    if obj is not None:
+        found = _json_memories(obj, n)
+        if found is not None:
+            return found
+    return parse_reply(text, n)
+
+
+def batch_statements(batch: list[Candidate]) -> list[tuple[int, str, str]]:
+    """What the batch's requests state that must not be lost: ``(exchange
+    number, kind, sentence)`` for each decision, correction or unfinished
+    work a request states (:func:`wisp.core.statements.stated`), and for
+    each exchange that did not complete (its outcome is unfinished work)."""
+    out: list[tuple[int, str, str]] = []
+    for i, c in enumerate(batch, 1):
+        for kind, sentence in stated(c.request):
+            out.append((i, kind, sentence if len(sentence) <= 200 else sentence[:199].rstrip() + "…"))
+        if c.outcome and c.outcome != "completed":
+            out.append((i, "unfinished", f"the exchange ended {c.outcome}"))
+    return out
+
+
+def strict_messages(messages: list[Message], reply: str, statements: list[tuple[int, str, str]]) -> list[Message]:
+    """The stricter retry: the first request, the model's empty answer, and
+    a request that quotes what the exchanges state and asks for at least one
+    memory of it."""
+    kinds = sorted({k for _, k, _ in statements}, key=["decision", "correction", "unfinished"].index)
+    words = {"decision": "a decision", "correction": "a correction", "unfinished": "unfinished work"}
+    quoted = "; ".join(f'[{i}] "{sentence}"' for i, _, sentence in statements[:MAX_QUOTED])
+    ask = (f"Your answer kept nothing, but these exchanges state {' and '.join(words[k] for k in kinds)}, which "
+           f"must be remembered: {quoted}. Write at least one memory that says it in plain words, with the "
+           "numbers of the exchanges it comes from.")
+    return [*messages, {"role": "assistant", "content": reply or '{"memories": []}'},
+            {"role": "user", "content": ask}]
+
+
 # --- the database side ------------------------------------------------------------------
 
 
@@ -431,13 +553,15 @@ async def release_batch(store: Any, batch: Batch, error: str) -> None:
 
 
 async def record_batch(store: Any, batch: Batch, owner: str, parsed: list[ParsedMemory],
-                       model: str | None) -> list[int]:
+                       model: str | None, fallback: str | None = None) -> list[int]:
     """Store the memories of a claimed batch and mark it recorded (never
     refined again); returns the new memory numbers. A memory's origin comes
     from its sources and its event time is its earliest source request;
     sources forgotten meanwhile are left out (a memory left with none is
-    dropped). Raises ``RuntimeError`` if the claim was lost (it went stale
-    and another refiner released it); nothing is written then."""
+    dropped). ``fallback`` is how the batch fell back (``unstructured``,
+    ``retried``, ``retried-nothing``), or ``None``. Raises ``RuntimeError``
+    if the claim was lost (it went stale and another refiner released it);
+    nothing is written then."""
     numbers: list[int] = []
     now = _now()
     async with store.transaction() as db:
@@ -458,15 +582,16 @@ async def record_batch(store: Any, batch: Batch, owner: str, parsed: list[Parsed
             number = await next_memory_number(db)
             await db.execute(
                 "INSERT INTO episode_memories (id, summary, workspace, transport, channel, thread,"
-                " conversation_id, event_at, event_end, recorded_at, batch_id, model)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " conversation_id, event_at, event_end, recorded_at, batch_id, model, unstructured)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (number, pm.summary, first.workspace, first.transport, first.channel, first.thread,
-                 first.conversation_id, event_at, max(ends) if ends else None, now, batch.id, model))
+                 first.conversation_id, event_at, max(ends) if ends else None, now, batch.id, model,
+                 1 if pm.unstructured else 0))
             await db.executemany("INSERT OR IGNORE INTO episode_memory_sources (memory_id, exchange_id) VALUES (?, ?)",
                                  [(number, i) for i in ids])
             numbers.append(number)
-        await db.execute("UPDATE episode_batches SET state = 'recorded', ended_at = ?, memories = ? WHERE id = ?",
-                         (now, len(numbers), batch.id))
+        await db.execute("UPDATE episode_batches SET state = 'recorded', ended_at = ?, memories = ?, fallback = ?"
+                         " WHERE id = ?", (now, len(numbers), fallback, batch.id))
     return numbers
 
 
@@ -478,7 +603,7 @@ class RefineReport:
     """What one run did. ``outcome``: ``disabled``, ``nothing new``,
     ``completed``, ``partly failed`` or ``failed``; ``memories`` are the new
     references; ``errors`` one line per failed batch; ``model_calls`` counts
-    side calls made."""
+    side calls made; ``fallbacks`` counts the batches that fell back."""
 
     outcome: str
     job_id: int | None = None
@@ -489,13 +614,15 @@ class RefineReport:
     model_calls: int = 0
     errors: list[str] = field(default_factory=list)
     model: str | None = None
+    #: How many batches fell back, by how (``unstructured``, ``retried``, ``retried-nothing``).
+    fallbacks: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {"outcome": self.outcome, "job": self.job_id, "batches": self.batches,
                 "failed_batches": self.failed_batches, "exchanges": self.exchanges,
                 "memories": list(self.memories), "model_calls": self.model_calls,
-                "errors": list(self.errors), "model": self.model}
+                "errors": list(self.errors), "model": self.model, "fallbacks": dict(self.fallbacks)}
 
 
 #: Side-call errors after which a run stops trying (nothing answers).
@@ -586,13 +713,28 @@ class Refiner:
         return report
 
     async def _refine(self, batch: Batch, tz: Any, each: int, report: RefineReport) -> list[int]:
+        """One batch: the side call, read as memories; nothing is dropped
+        silently (see the module doc)."""
         messages = build_messages(batch.candidates, tz, each)
         window = self._info.context_window if self._info else None
+        max_tokens = min(REPLY_MAX_TOKENS, max(256, (window or 8192) // 4))
+        n = len(batch.candidates)
         report.model_calls += 1
-        text = await self.side_call.complete(messages, max_tokens=min(REPLY_MAX_TOKENS, max(256, (window or 8192) // 4)),
+        text = await self.side_call.complete(messages, max_tokens=max_tokens, schema=MEMORY_SCHEMA,
                                              temperature=0.2)
-        parsed = parse_reply(text, len(batch.candidates))
-        return await record_batch(self.store, batch, self.owner, parsed, self._info.model if self._info else None)
+        parsed, fallback = _read_or_keep(text, n)
+        if not parsed and fallback is None:
+            statements = batch_statements(batch.candidates)
+            if statements:  # an empty or NONE answer to exchanges that state something: ask once more
+                report.model_calls += 1
+                again = await self.side_call.complete(strict_messages(messages, text, statements),
+                                                      max_tokens=max_tokens, schema=STRICT_SCHEMA, temperature=0.2)
+                parsed, unstructured = _read_or_keep(again, n)
+                fallback = "retried-nothing" if not parsed else ("unstructured" if unstructured else "retried")
+        if fallback is not None:
+            report.fallbacks[fallback] = report.fallbacks.get(fallback, 0) + 1
+        return await record_batch(self.store, batch, self.owner, parsed, self._info.model if self._info else None,
+                                  fallback=fallback)
 
     async def _start_job(self) -> int:
         async with self.store.transaction() as db:
@@ -610,6 +752,20 @@ class Refiner:
                 " exchanges = ?, memories = ?, model_calls = ?, error = ? WHERE id = ?",
                 (_now(), report.outcome, report.model, report.batches, report.failed_batches, report.exchanges,
                  len(report.memories), report.model_calls, error, report.job_id))
+
+
+def _read_or_keep(text: str, n: int) -> tuple[list[ParsedMemory], str | None]:
+    """The memories of a reply (:func:`read_memories`) and ``None``; or, for
+    a non-empty reply in no format wisp reads, one memory of the whole batch
+    holding the reply as it came, marked unstructured, and
+    ``"unstructured"``; ``([], None)`` for an empty reply."""
+    try:
+        return read_memories(text, n), None
+    except RefineFormatError:
+        body = (text or "").strip()
+        if not body:
+            return [], None
+        return [ParsedMemory(cap_summary(body), list(range(1, n + 1)), unstructured=True)], "unstructured"
 
 
 async def _anything_awaiting(store: Any) -> bool:
@@ -650,7 +806,10 @@ async def read_status(db: Any) -> dict[str, Any]:
     ``awaiting`` (ready for refinement), ``pending`` (their turn still
     runs), ``in_progress`` (claimed by a running refiner), ``retrying``
     (awaiting after a failed attempt), ``last_job`` (a dict, or ``None``),
-    ``last_recorded`` (UTC text or ``None``) and ``next_number``."""
+    ``last_recorded`` (UTC text or ``None``), ``next_number``, ``fallbacks``
+    (batches that fell back, by how: ``unstructured``, ``retried``,
+    ``retried-nothing``), ``fell_back`` (their total) and ``unstructured``
+    (memories kept as the model's answer came)."""
     async def one(sql: str) -> Any:
         async with db.execute(sql) as cur:
             return await cur.fetchone()
@@ -667,6 +826,10 @@ async def read_status(db: Any) -> dict[str, Any]:
     job = await one("SELECT id, trigger, started_at, ended_at, outcome, model, batches, failed_batches,"
                     " exchanges, memories, model_calls, error FROM episode_jobs ORDER BY id DESC LIMIT 1")
     counter = await one("SELECT value FROM episode_counters WHERE name = 'memory'")
+    async with db.execute("SELECT fallback, COUNT(*) FROM episode_batches WHERE fallback IS NOT NULL"
+                          " GROUP BY fallback") as cur:
+        fallbacks = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
+    unstructured = (await one("SELECT COUNT(*) FROM episode_memories WHERE unstructured = 1"))[0]
     last_job = None
     if job:
         keys = ("id", "trigger", "started_at", "ended_at", "outcome", "model", "batches", "failed_batches",
@@ -677,4 +840,5 @@ async def read_status(db: Any) -> dict[str, Any]:
         "exchanges": int(ex[0] or 0), "awaiting": int(ex[1] or 0), "pending": int(ex[2] or 0),
         "retrying": int(ex[3] or 0), "in_progress": int(claimed[0] or 0),
         "last_job": last_job, "next_number": int(counter[0] or 0) + 1 if counter else 1,
+        "fallbacks": fallbacks, "fell_back": sum(fallbacks.values()), "unstructured": int(unstructured or 0),
     }

@@ -17,6 +17,10 @@ __all__ = ["memory_dict", "exchange_dict", "page_dict", "origin_text", "list_tex
            "list_markdown", "show_markdown", "filter_words"]
 
 
+#: What ``show`` says of an unstructured memory.
+UNSTRUCTURED_NOTE = "unstructured: the model's answer as it came, not in the format asked for"
+
+
 def _local_iso(text: str | None, tz: Any) -> str | None:
     return local(text, tz).isoformat() if text else None
 
@@ -33,6 +37,7 @@ def memory_dict(m: Memory, tz: Any, *, full: bool = False) -> dict[str, Any]:
         "recorded_local": _local_iso(m.recorded_at, tz),
         "workspace": m.workspace, "transport": m.transport, "channel": m.channel, "thread": m.thread,
         "conversation": m.conversation_id, "model": m.model, "sources": m.sources,
+        "unstructured": m.unstructured,
     }
     if full:
         out["summary"] = m.summary
@@ -117,7 +122,8 @@ def list_text(page: Page, tz: Any) -> str:
              f"{zone_name(tz)}), newest first:"]
     for m in page.memories:
         when = format_local(m.event_at, tz, weekday=True)
-        lines.append(f"{m.ref}  {when}  {m.workspace} · {m.transport} · channel {m.channel}  {m.preview(110)}")
+        mark = "(unstructured) " if m.unstructured else ""
+        lines.append(f"{m.ref}  {when}  {m.workspace} · {m.transport} · channel {m.channel}  {mark}{m.preview(110)}")
     if last < page.total:
         lines.append(f"… {page.total - last} more: add --offset {last}.")
     lines.append("`wisp memory show MEM-… --sources` shows one in full.")
@@ -147,6 +153,8 @@ def show_text(m: Memory, tz: Any, sources: list[SourceExchange] | None = None) -
     ]
     if m.model:
         lines.append(f"Written by: {m.model}")
+    if m.unstructured:
+        lines.append(f"Form:      {UNSTRUCTURED_NOTE}")
     lines += ["", m.summary]
     if sources is not None:
         lines += ["", f"Source exchanges, oldest first ({len(sources)}):"]
@@ -198,6 +206,7 @@ def show_markdown(m: Memory, tz: Any, sources: list[SourceExchange] | None = Non
         f"- **Recorded:** {format_local(m.recorded_at, tz, seconds=True, weekday=True)}",
         f"- **Origin:** {_md_escape(origin_text(m))}",
         f"- **Sources:** {m.sources}",
+        *([f"- **Form:** {UNSTRUCTURED_NOTE}"] if m.unstructured else []),
         "",
         _md_escape(m.summary),
     ]

@@ -29,6 +29,14 @@ so they sort as text):
 - ``episode_counters``: named counters; ``memory`` holds the last memory
   number given.
 
+Step ``m002_unstructured_fallbacks`` (issue "Compaction you can see and
+trust"): ``episode_memories.unstructured`` marks a memory that is the
+model's answer as it came, which was not in the format asked for;
+``episode_batches.fallback`` says how a batch fell back (``unstructured``,
+``retried``: an empty answer retried with a stricter prompt, which then
+kept something, ``retried-nothing``: which still kept nothing), ``NULL``
+when it did not.
+
 Outcomes and states are checked in Python (:mod:`.capture`, :mod:`.refine`),
 not by SQL ``CHECK`` constraints, like the store's own tables.
 """
@@ -148,4 +156,9 @@ END;
 
 #: The steps of these tables, owned here and handed to the store by
 #: :func:`wisp.core.database.open_store` (issue "One core, built once").
-MIGRATIONS = [sql_step("episodes", "m001_exchanges_batches_memories", M001_SQL, legacy_version=3)]
+MIGRATIONS = [
+    sql_step("episodes", "m001_exchanges_batches_memories", M001_SQL, legacy_version=3),
+    sql_step("episodes", "m002_unstructured_fallbacks",
+             "ALTER TABLE episode_memories ADD COLUMN unstructured INTEGER NOT NULL DEFAULT 0;\n"
+             "ALTER TABLE episode_batches ADD COLUMN fallback TEXT;"),
+]

@@ -20,7 +20,7 @@ from wisp.core.config import Config
 from wisp.core.episodes.refine import (EXCERPT_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EXCHANGES, MAX_SUMMARY_CHARS,
                                        Candidate, RefineFormatError, Refiner, batch_limits, build_messages,
                                        claim_batch, excerpt, format_block, group_key, parse_reply, plan_batch,
-                                       read_status, record_batch)
+                                       read_status, record_batch, MEMORY_SCHEMA, STRICT_SCHEMA)
 from wisp.core.episodes.query import MemoryFilter, find_memories, memory_sources
 from wisp.core.model.ollama import OllamaEndpoint
 from wisp.core.model.sidecall import EndpointSideCall
@@ -222,16 +222,113 @@ async def test_a_failed_batch_is_retried_and_a_recorded_one_never_again(store: S
     assert status["memories"] == 1 and status["awaiting"] == 0 and status["last_job"]["outcome"] == "nothing new"
 
 
-async def test_an_unreadable_reply_fails_the_batch_only(store: Store, config: Config) -> None:
+async def test_a_reply_not_in_the_format_is_kept_as_one_unstructured_memory(store: Store, config: Config) -> None:
+    """Issue "Compaction you can see and trust": a non-empty reply that is not the format becomes one
+    memory of the batch, with its sources, marked unstructured; it is never dropped silently."""
     await add_exchange(store, "one", workspace="website", channel="1")
     await add_exchange(store, "two", workspace="personal", channel="2", requested_at="2025-03-04T15:00:00.000000Z")
     with FakeOllama([reply("Sure! The person talked about things."), reply("MEMORY 1\nAsked two.\nEND")]) as srv:
         report = await Refiner(store, config, provider_for(srv)).run()
-    assert report.outcome == "partly failed" and report.memories == ["MEM-000001"]
-    assert report.failed_batches == 1 and "no MEMORY block" in report.errors[0]
+    assert report.outcome == "completed" and report.memories == ["MEM-000001", "MEM-000002"]
+    assert report.fallbacks == {"unstructured": 1} and report.model_calls == 2
     page = await find_memories(store.db, MemoryFilter())
-    assert [(m.workspace, m.summary) for m in page.memories] == [("personal", "Asked two.")]
-    assert [x for x, _ in await awaiting(store)] == [1]
+    got = sorted((m.workspace, m.summary, m.unstructured) for m in page.memories)
+    assert got == [("personal", "Asked two.", False), ("website", "Sure! The person talked about things.", True)]
+    assert [x.request for x in await memory_sources(store.db, 1)] == ["one"]
+    assert await awaiting(store) == []
+    status = await read_status(store.db)
+    assert status["fell_back"] == 1 and status["fallbacks"] == {"unstructured": 1} and status["unstructured"] == 1
+
+
+async def test_refinement_asks_for_its_shape_and_reads_the_json_memories(store: Store, config: Config) -> None:
+    """Issue "Compaction you can see and trust", "Structured side calls": the memories' schema goes as
+    Ollama's ``format``; the JSON answer becomes memories with their sources."""
+    await add_exchange(store, "We decided the website launch is on Friday.", "Noted: Friday.")
+    await add_exchange(store, "Also email the team on Thursday.", "Drafted.", requested_at="2025-03-04T14:06:00.000000Z")
+    answer = json.dumps({"memories": [{"sources": [1], "summary": "Decided: the website launch is on Friday."},
+                                      {"sources": [2, 9], "summary": "The team is to be emailed on Thursday."}]})
+    with FakeOllama([reply(text(answer))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert srv.chat_bodies[0]["format"] == MEMORY_SCHEMA
+    assert report.memories == ["MEM-000001", "MEM-000002"] and report.fallbacks == {}
+    assert [x.request for x in await memory_sources(store.db, 1)] == ["We decided the website launch is on Friday."]
+    assert [x.id for x in await memory_sources(store.db, 2)] == [2]  # 9 is no exchange of the batch: dropped
+
+
+@pytest.mark.parametrize("first", ["", "NONE", '{"memories": []}'], ids=["empty", "none", "empty-list"])
+async def test_nothing_kept_of_a_stated_decision_is_asked_again_strictly(store: Store, config: Config,
+                                                                          first: str) -> None:
+    """An empty or NONE reply for a batch whose requests state a decision is retried once with a
+    stricter prompt (quoting it, and a schema that wants at least one memory)."""
+    await add_exchange(store, "We decided the website launch is on Friday.", "Got it.")
+    again = json.dumps({"memories": [{"sources": [1], "summary": "The website launch is on Friday (decided)."}]})
+    with FakeOllama([reply(text(first)), reply(text(again))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert report.model_calls == 2 and report.memories == ["MEM-000001"] and report.fallbacks == {"retried": 1}
+    strict = srv.chat_bodies[1]
+    assert strict["format"] == STRICT_SCHEMA and STRICT_SCHEMA["properties"]["memories"]["minItems"] == 1
+    asked = strict["messages"][-1]["content"]
+    assert 'state a decision' in asked and '[1] "We decided the website launch is on Friday."' in asked
+    assert strict["messages"][-2]["role"] == "assistant"
+    status = await read_status(store.db)
+    assert status["fallbacks"] == {"retried": 1} and status["awaiting"] == 0
+
+
+async def test_nothing_after_the_strict_retry_counts_as_nothing(store: Store, config: Config) -> None:
+    await add_exchange(store, "Actually, the launch moves to Monday; that was wrong.", "OK.")
+    await add_exchange(store, "We still need to write the release notes later.", "Sure.",
+                       requested_at="2025-03-04T14:06:00.000000Z", outcome="failed", error="timeout")
+    with FakeOllama([reply(text("NONE")), reply(text(""))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert report.outcome == "completed" and report.memories == [] and report.fallbacks == {"retried-nothing": 1}
+    asked = srv.chat_bodies[1]["messages"][-1]["content"]
+    assert "a correction" in asked and "unfinished work" in asked and "ended failed" in asked
+    assert await awaiting(store) == []  # recorded: counted as nothing, not tried again and again
+    assert (await read_status(store.db))["fell_back"] == 1
+
+
+async def test_routine_exchanges_answered_with_nothing_are_not_asked_again(store: Store, config: Config) -> None:
+    await add_exchange(store, "thanks!", "You're welcome.")
+    with FakeOllama([reply(text(""))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert report.model_calls == 1 and report.memories == [] and report.fallbacks == {}
+    assert await awaiting(store) == []
+
+
+async def test_a_strict_retry_answered_in_prose_is_kept_unstructured(store: Store, config: Config) -> None:
+    await add_exchange(store, "We'll ship on Friday.", "OK.")
+    with FakeOllama([reply(text("NONE")), reply(text("The person said they will ship on Friday."))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert report.fallbacks == {"unstructured": 1}
+    page = await find_memories(store.db, MemoryFilter())
+    assert [(m.summary, m.unstructured) for m in page.memories] == [("The person said they will ship on Friday.",
+                                                                      True)]
+
+
+def test_memory_status_says_how_many_batches_fell_back(wisp_home: Path) -> None:
+    """``wisp memory status`` shows how many batches fell back, and how."""
+    import asyncio
+
+    async def seed() -> None:
+        s = await open_store(Config.load().db_path)
+        try:
+            await add_exchange(s, "We decided to use SQLite.", "OK.")
+            await add_exchange(s, "hello", "hi", workspace="other", channel="2")
+            with FakeOllama([reply(text("")), reply(text("")), reply(text("Small talk."))]) as srv:
+                await Refiner(s, Config.load(), provider_for(srv)).run()
+        finally:
+            await s.close()
+
+    asyncio.run(seed())
+    wisp = str(Path(sys.executable).parent / "wisp")
+    r = subprocess.run([wisp, "memory", "status"], capture_output=True, text=True, env=os.environ.copy(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("Fell back:"))
+    assert "2 batches" in line and "1 kept the model's answer as it came" in line and "1 still kept nothing" in line
+    r = subprocess.run([wisp, "memory", "status", "--json"], capture_output=True, text=True, env=os.environ.copy(),
+                       timeout=60)
+    data = json.loads(r.stdout)
+    assert data["fell_back"] == 2 and data["fallbacks"] == {"unstructured": 1, "retried-nothing": 1}
 
 
 async def test_none_records_the_batch_with_no_memory(store: Store, config: Config) -> None:
