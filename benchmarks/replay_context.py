@@ -10,10 +10,17 @@ question's clue (the file, the command) holds it, read back in full. The
 last request must use at most a quarter of the tokens of the full history
 (every entry whole, as a request without layers would send it).
 
-    python benchmarks/replay_context.py [--window 4096] [--reserve 1024] [--verbose]
+    python benchmarks/replay_context.py [--window 4096] [--reserve 1024] [--small-model] [--verbose]
 
 Prints the coverage and the token ratio. tests/test_context_replay.py runs
 the same function and asserts on it.
+
+``--small-model`` (issue "Compaction you can see and trust"): the fake's
+summaries miss half the identifiers, first time and when asked again, as a
+small model's do; wisp completes each version itself, and the coverage must
+stay at 98 % or more. The report then also gives the identifier coverage of
+every summary version (what the coverage check requires, found in the
+summary, the facts or the references) and how many versions wisp completed.
 """
 
 from __future__ import annotations
@@ -254,6 +261,18 @@ class ReplayResult:
     facts: list[str] = field(default_factory=list)
     last_text: str = ""
     requests_with_references: int = 0
+    #: Per summary version: (required identifiers, those found in its summary layer, facts and references).
+    version_coverage: list[tuple[int, int]] = field(default_factory=list)
+    #: Summary versions with a part wisp completed, and the identifiers the model's parts left out.
+    completed_versions: int = 0
+    model_missed: int = 0
+    mode: str = "terse"
+
+    @property
+    def identifier_coverage(self) -> float:
+        """The share of required identifiers every version keeps (1.0 with no version)."""
+        need = sum(n for n, _ in self.version_coverage)
+        return sum(k for _, k in self.version_coverage) / need if need else 1.0
 
     @property
     def covered(self) -> int:
@@ -269,8 +288,12 @@ class ReplayResult:
                  f"({in_ctx} in the last request's context, {self.covered - in_ctx} one named recall away)",
                  f"tokens: last request {self.last_tokens:,} of a full history of {self.full_tokens:,} "
                  f"= ratio {self.ratio:.3f} (at most 0.25)",
-                 f"running summary: {self.summary_versions} versions from {self.side_calls} side calls; "
-                 f"{self.requests} model requests, {self.requests_with_references} with tool outputs as references"]
+                 f"running summary ({self.mode} summariser): {self.summary_versions} versions from "
+                 f"{self.side_calls} side calls; {self.requests} model requests, "
+                 f"{self.requests_with_references} with tool outputs as references",
+                 f"identifiers: {self.identifier_coverage:.1%} of those the coverage check requires are kept "
+                 f"by every version; {self.completed_versions} versions completed by wisp "
+                 f"({self.model_missed} identifiers the model's parts left out)"]
         for q, where in self.answers:
             lines.append(f"  [{where:>16}] {q.text} -> {q.answer}")
         return "\n".join(lines)
@@ -287,9 +310,10 @@ def _request_text(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -
 
 
 async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: int = 1024,
-                     verbose: bool = False) -> ReplayResult:
+                     verbose: bool = False, small_model: bool = False) -> ReplayResult:
     """Run the 60-turn session in ``workdir`` with WISP_HOME ``home`` (set in
-    the environment by the caller) and check the 20 questions."""
+    the environment by the caller) and check the 20 questions; with
+    ``small_model`` the fake's summaries miss half the identifiers."""
     from tests.support.context_fakes import CountingOllama
     from tests.support.sidecalls import SummarisingSideCall
     from tests.support.fakes import reply, text, tool_call
@@ -304,7 +328,7 @@ async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: 
     project_files(workdir)
     rng = random.Random(42)
     plan = script(rng)
-    side = SummarisingSideCall()
+    side = SummarisingSideCall("small" if small_model else "terse")
     runner = RunTests()
     with CountingOllama() as srv:
         (home / "config.json").write_text(json.dumps({
@@ -363,13 +387,33 @@ async def run_replay(home: Path, workdir: Path, *, window: int = 4096, reserve: 
                 answers.append((q, where))
             versions = await session.context.summaries.versions(conversation)
             facts = [f"{f.label} = {f.value} [{f.source}]" for f in await session.context.facts.current(conversation)]
+            coverage = _version_coverage(versions, session.context.flags, facts)
             with_refs = sum(1 for msgs in composed
                             if any(m.get("role") == "tool" and str(m.get("content", "")).startswith("[output of entry")
                                    for m in msgs))
             return ReplayResult(answers, last_tokens, full_tokens, len(versions), len(side.calls),
-                                len(srv.chat_bodies), facts, last_text, with_refs)
+                                len(srv.chat_bodies), facts, last_text, with_refs, coverage,
+                                sum(1 for v in versions if v.completion), sum(len(v.missed) for v in versions),
+                                side.mode)
         finally:
             await session.close()
+
+
+def _version_coverage(versions: list[Any], flags: Any, facts: list[str]) -> list[tuple[int, int]]:
+    """For each version: how many identifiers the coverage check requires of
+    its turns, and how many its summary layer (text and references) and the
+    facts hold."""
+    from wisp.core.context.coverage import Item, is_present
+    from wisp.core.context.summary import summary_layer_text
+
+    out = []
+    for v in versions:
+        layer, _ = summary_layer_text(v, flags)
+        haystack = "\n".join([layer, *facts])
+        keys = {k for turn in v.covers for k in v.items.get(turn, [])}
+        found = sum(1 for k in keys if is_present(Item(*k.split(":", 1)), haystack))
+        out.append((len(keys), found))
+    return out
 
 
 def main() -> None:
@@ -377,13 +421,18 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=4096, help="the model's context window (tokens)")
     parser.add_argument("--reserve", type=int, default=1024, help="config context.reserve (tokens)")
     parser.add_argument("--verbose", action="store_true", help="print facts, summaries and notices as they come")
+    parser.add_argument("--small-model", action="store_true",
+                        help="the fake's summaries miss half the identifiers, as a small model's do")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="wisp-replay-home-"))
     os.environ["WISP_HOME"] = str(home)
     workdir = Path(tempfile.mkdtemp(prefix="wisp-replay-work-"))
-    result = asyncio.run(run_replay(home, workdir, window=args.window, reserve=args.reserve, verbose=args.verbose))
+    result = asyncio.run(run_replay(home, workdir, window=args.window, reserve=args.reserve, verbose=args.verbose,
+                                    small_model=args.small_model))
     print(result.report())
     ok = result.covered == len(result.answers) and result.ratio <= 0.25
+    if args.small_model:
+        ok = ok and result.covered / len(result.answers) >= 0.98 and result.identifier_coverage >= 0.98
     print("replay check:", "passed" if ok else "FAILED")
     raise SystemExit(0 if ok else 1)
 

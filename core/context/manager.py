@@ -65,11 +65,14 @@ class ModelState(Protocol):
 @dataclass
 class PanelState:
     """What the side panels show: current ``facts`` (task excluded, with their
-    previous values), the ``task`` and the latest ``summary`` version."""
+    previous values), the ``task``, the ``summary`` version in effect and
+    every version (``summaries``, newest first)."""
 
     facts: list[FactView] = field(default_factory=list)
     task: Fact | None = None
     summary: SummaryVersion | None = None
+    #: Every version of the running summary, newest first (the F4 panel lists them).
+    summaries: list[SummaryVersion] = field(default_factory=list)
 
 
 @dataclass
@@ -167,6 +170,11 @@ class ContextManager:
             recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
             instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
             model=model, calibration_samples=cal.samples)
+
+    async def inputs(self, conversation: int) -> ComposeInputs:
+        """What the next request of ``conversation`` is composed from
+        (:class:`~wisp.core.context.composer.ComposeInputs`), with no side effect."""
+        return await self._inputs(conversation)
 
     async def compose(self, conversation: int) -> ComposedContext:
         """The next request of ``conversation`` with its layers, composed
@@ -272,7 +280,7 @@ class ContextManager:
             facts_text += "\n" + fact_line(task)
         outcome = await self.summariser.ensure(ctx, flags=ctx.flags, facts_text=facts_text, model=ctx.model,
                                                context_window=ctx.window, turn=turn,
-                                               loaded=dict(inputs.ended))
+                                               loaded=dict(inputs.ended), task=task.value if task else "")
         events: list[ev.AgentEvent] = []
         for v in outcome.versions:
             events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
@@ -403,6 +411,8 @@ class ContextManager:
         if conversation is None:
             return PanelState()
         views = await self.composer.fact_views(conversation)
+        versions = await self.summaries.versions(conversation)
         return PanelState(facts=[v for v in views if v.fact.subject != "task"],
                           task=next((v.fact for v in views if v.fact.subject == "task"), None),
-                          summary=await self.summaries.latest(conversation))
+                          summary=None if not versions or versions[-1].empty else versions[-1],
+                          summaries=list(reversed(versions)))

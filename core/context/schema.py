@@ -100,4 +100,11 @@ MIGRATIONS = [
              "    updated_at  TEXT NOT NULL,\n"
              "    PRIMARY KEY (endpoint, model)\n"
              ");"),
+    # what made a summary version (the fitting, /compact, /compact undo), the version it was built
+    # on, the version an undo restored, and the focus /compact was given
+    sql_step("context", "m004_summary_origin",
+             "ALTER TABLE summaries ADD COLUMN origin TEXT NOT NULL DEFAULT 'fit';\n"
+             "ALTER TABLE summaries ADD COLUMN base INTEGER;\n"
+             "ALTER TABLE summaries ADD COLUMN restores INTEGER;\n"
+             "ALTER TABLE summaries ADD COLUMN focus TEXT;"),
 ]

@@ -17,6 +17,17 @@ Issue "Layered context", "Running summary":
   summary too long is cut. So every version passes the coverage check, the
   turns can leave the window, and the conversation goes on, on any model.
   The version keeps which part the model wrote and which wisp completed.
+- The side call asks for sections (:data:`SUMMARY_SCHEMA`: ``summary``,
+  ``decisions``, ``open``) with the endpoint's own constrained decoding
+  (issue "Compaction you can see and trust", "Structured side calls"); the
+  answer is rendered back to text (:func:`read_summary`), and a server that
+  ignored the schema answers in prose, which is taken as it is.
+- The task is never summarised: it is its own layer. The prompt is told the
+  task, so that what serves it is kept, and ``/compact``'s focus, so that
+  what the person asks for is kept in detail.
+- :meth:`Summariser.drafts` writes a version without recording it (the
+  ``/compact`` preview, :mod:`wisp.core.context.compaction`);
+  :meth:`Summariser.record` records one.
 - Each version writes a ``summary.recorded`` audit event; a failed side
   call writes ``summary.failed`` (reason, turns).
 
@@ -33,16 +44,18 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
-from ..sidecall import SideCall, SideCallError
+from ..sidecall import SideCall, SideCallError, read_json_object
+from ..statements import decision_sentences
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .turns import OutputRef, ToolFlags, transcript, turn_outputs
 
-__all__ = ["Summariser", "SummaryOutcome", "SUMMARY_RULES", "TARGET_SHARE", "SUMMARY_SHARE", "MAX_CALLS"]
+__all__ = ["Summariser", "SummaryOutcome", "SummaryDraft", "SUMMARY_RULES", "SUMMARY_SCHEMA", "TARGET_SHARE",
+           "SUMMARY_SHARE", "MAX_CALLS", "read_summary", "complete_summary"]
 
 #: After a summary, the turns left in the window should fill at most this
 #: share of the room the other layers leave them.
@@ -69,8 +82,54 @@ SUMMARY_RULES = (
     "Merge the summary so far with the new turns into one summary of short notes: what the person asked "
     "and decided, what was found, what failed, what was changed, and what is still open. Keep every file "
     "path, test name, entry number (written as entry N), commit hash and error code exactly as written. "
-    "Do not copy tool outputs; name their entries instead. Answer with the summary only."
+    "Do not copy tool outputs; name their entries instead. Answer with a JSON object: \"summary\" (the "
+    "notes), \"decisions\" (what the person decided, in their words) and \"open\" (what is still to do)."
 )
+
+#: The shape the side call asks for (issue "Compaction you can see and trust", "Structured side
+#: calls"): the notes, the person's decisions and what is still open, each list bounded so that a
+#: small model under a grammar cannot loop on it.
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "decisions": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
+        "open": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
+    },
+    "required": ["summary", "decisions", "open"],
+    "additionalProperties": False,
+}
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    out: list[str] = []
+    for v in value:
+        text = " ".join(str(v).split()) if isinstance(v, (str, int, float)) else ""
+        if text and text not in out:
+            out.append(text)
+    return out
+
+
+def read_summary(reply: str) -> str:
+    """The summary text of a side call's reply: a :data:`SUMMARY_SCHEMA`
+    object (read leniently, a reply cut short included) rendered as its
+    notes, then ``Decisions:`` and ``Open:`` lists; a reply that is not
+    such an object (a server that ignored the schema) as it is. ``""`` for
+    an object with nothing in it. Never raises."""
+    obj = read_json_object(reply)
+    if obj is None or not any(k in obj for k in ("summary", "decisions", "open")):
+        return (reply or "").strip()
+    summary = obj.get("summary")
+    parts = ["\n".join(_strings(summary)) if isinstance(summary, list) else str(summary or "").strip()]
+    for key, head in (("decisions", "Decisions:"), ("open", "Open:")):
+        rows = _strings(obj.get(key))
+        if rows:
+            parts.append(head + "\n" + "\n".join(f"- {r}" for r in rows))
+    return "\n".join(p for p in parts if p).strip()
 
 
 @dataclass
@@ -136,10 +195,6 @@ def turn_items(entries: list[Any]) -> set[Item]:
 MAX_DECISIONS = 8
 #: A statement longer than this (characters) is cut where it is kept.
 DECISION_CHARS = 240
-_DECISION = re.compile(
-    r"\b(?:we(?:'ll| will| shall| decided| agreed| are going to|'re going to)|let'?s|let us|decided|agreed|"
-    r"go with|from now on|always|never|don'?t|do not|must|should|prefer|instead of|use \S+ for|keep \S+ in)\b",
-    re.IGNORECASE)
 _DECISIONS_HEAD = "The person's own words, kept by wisp:"
 
 
@@ -162,12 +217,10 @@ def person_decisions(turn: int, entries: list[Any]) -> list[str]:
     for e in entries:
         if e.kind != "prompt":
             continue
-        for sentence in re.split(r"(?<=[.!?])\s+|\n+", e.content or ""):
-            s = " ".join(sentence.split())
-            if 8 <= len(s) and _DECISION.search(s):
-                if len(s) > DECISION_CHARS:
-                    s = s[: DECISION_CHARS - 1].rstrip() + "…"
-                out.append(f'turn {turn}: "{s}"')
+        for s in decision_sentences(e.content or ""):
+            if len(s) > DECISION_CHARS:
+                s = s[: DECISION_CHARS - 1].rstrip() + "…"
+            out.append(f'turn {turn}: "{s}"')
     return out
 
 
@@ -240,6 +293,58 @@ def _cut_to_tokens(text: str, tokens: int) -> str:
     return (cut[:at] if at > 0 else cut).rstrip() + " […the model's summary was cut by wisp to fit]"
 
 
+@dataclass
+class SummaryDraft:
+    """A summary version written but not recorded yet (what ``/compact``
+    previews, what the fitting records at once).
+
+    ``text`` (the whole: the model's part, then wisp's ``completion``;
+    ``completion`` is the whole text when the model wrote nothing),
+    ``covers`` (turn numbers, the previous version's with the new ones),
+    ``new_turns``, ``refs``, ``items`` (``{turn: ["kind:text", …]}``),
+    ``kept`` (the identifiers it keeps), ``completed`` (those the model's
+    part left out, kept by wisp), ``model`` (``None`` when wisp wrote it
+    alone), ``attempts`` (side calls), ``failed`` (the side call's error, or
+    ``None``), ``too_long`` (the model's part was cut), ``base`` (the
+    version it merges, or ``None``) and ``focus`` (``/compact``'s, or ``None``).
+    """
+
+    conversation: int
+    text: str
+    completion: str
+    covers: tuple[int, ...]
+    new_turns: tuple[int, ...]
+    refs: tuple[OutputRef, ...]
+    items: dict[int, list[str]]
+    kept: tuple[str, ...]
+    completed: tuple[str, ...]
+    model: str | None
+    attempts: int
+    failed: str | None = None
+    too_long: bool = False
+    base: int | None = None
+    focus: str | None = None
+
+    @property
+    def model_part(self) -> str:
+        """The part of :attr:`text` the model wrote (``""`` when it wrote none)."""
+        if self.model is None:
+            return ""
+        if self.completion and self.text.endswith(self.completion):
+            return self.text[: len(self.text) - len(self.completion)].rstrip()
+        return self.text
+
+    def as_version(self, version: int = 0) -> SummaryVersion:
+        """The draft as an unrecorded :class:`SummaryVersion` (number ``version``)."""
+        return SummaryVersion(self.conversation, version, self.text, self.covers, (), self.refs, self.items,
+                              self.model, self.attempts, "", None, self.completion, self.kept,
+                              base=self.base, focus=self.focus)
+
+
+#: What a chain of drafts is told of each one it wrote: the version to merge the next with.
+OnDraft = Callable[[SummaryDraft], Awaitable[SummaryVersion]]
+
+
 class Summariser:
     """Writes running summary versions with side calls of the conversation's model.
 
@@ -281,37 +386,69 @@ class Summariser:
 
     async def ensure(self, ctx: ComposedContext, *, flags: ToolFlags, facts_text: str, model: str | None,
                      context_window: int | None, turn: int | None,
-                     loaded: dict[int, list[Any]] | None = None) -> SummaryOutcome:
-        """Summarise what :meth:`plan` picks for ``ctx``; returns what was done.
-        ``loaded`` maps turn numbers to their entries when the caller has
-        them already (they are read from the store otherwise). Never raises
-        for the side call's failure (it is reported in the outcome)."""
+                     loaded: dict[int, list[Any]] | None = None, task: str = "") -> SummaryOutcome:
+        """Summarise what :meth:`plan` picks for ``ctx`` and record each
+        version; returns what was done. ``loaded`` maps turn numbers to their
+        entries when the caller has them already (they are read from the
+        store otherwise); ``task`` is the conversation's task, which the
+        prompt is told. Never raises for the side call's failure (it is
+        reported in the outcome)."""
         outcome = SummaryOutcome()
         chosen = self.plan(ctx)
-        if not chosen:
-            return outcome
-        if self.side_call is None:
+        if not chosen or self.side_call is None:
             return outcome
         try:
             await self.side_call.info()
         except SideCallError:  # nothing connected: the turns simply stay whole
             return outcome
-        if loaded is not None and all(n in loaded for n in chosen):
-            batch_turns = [(n, loaded[n]) for n in chosen]
-        else:
-            turns = {t.number: t for t in await self.store.turns(ctx.conversation) if t.number in set(chosen)}
-            by_turn = await self.store.turn_entries([turns[n].id for n in chosen if n in turns])
-            batch_turns = [(n, by_turn.get(turns[n].id, [])) for n in chosen if n in turns]
-        previous = ctx.summary
+        batch_turns = await self.load_turns(ctx.conversation, chosen, loaded)
+
+        async def record(draft: SummaryDraft) -> SummaryVersion:
+            version = await self.record(draft, origin="fit", turn=turn)
+            outcome.versions.append(version)
+            return version
+
+        await self.drafts(ctx, batch_turns, ctx.summary, flags=flags, facts_text=facts_text, model=model,
+                          context_window=context_window, turn=turn, task=task, outcome=outcome,
+                          on_draft=record)
+        return outcome
+
+    async def load_turns(self, conversation: int, numbers: list[int],
+                         loaded: dict[int, list[Any]] | None = None) -> list[tuple[int, list[Any]]]:
+        """``[(turn number, entries)]`` for ``numbers``, from ``loaded`` when it has them all."""
+        if loaded is not None and all(n in loaded for n in numbers):
+            return [(n, loaded[n]) for n in numbers]
+        wanted = set(numbers)
+        turns = {t.number: t for t in await self.store.turns(conversation) if t.number in wanted}
+        by_turn = await self.store.turn_entries([turns[n].id for n in numbers if n in turns])
+        return [(n, by_turn.get(turns[n].id, [])) for n in numbers if n in turns]
+
+    async def drafts(self, ctx: ComposedContext, batch_turns: list[tuple[int, list[Any]]],
+                     previous: SummaryVersion | None, *, flags: ToolFlags, facts_text: str,
+                     model: str | None, context_window: int | None, turn: int | None, task: str = "",
+                     focus: str | None = None, outcome: SummaryOutcome | None = None,
+                     on_draft: OnDraft | None = None, max_calls: int = MAX_CALLS) -> list[SummaryDraft]:
+        """Drafts covering ``batch_turns`` merged with ``previous``, one per
+        side call that fits the window (at most :data:`MAX_CALLS`), each
+        merged with the one before: ``on_draft`` gets each and answers the
+        version to merge the next with (the recorded version; by default the
+        draft itself, unrecorded). ``task`` and ``focus`` go into the prompt.
+        The last draft covers everything the chain covered. Never raises for
+        the side call's failure (``outcome.failed`` says it); with no side
+        call, or after it failed, wisp writes each draft alone. Side calls
+        stop at ``max_calls``; the turns left then are not covered."""
+        outcome = outcome if outcome is not None else SummaryOutcome()
+        out: list[SummaryDraft] = []
         window = context_window or ctx.window
         ratio = ctx.ratio if ctx.ratio > 0 else 1.0
         # the side call's prompt gets the window less the summary it writes and a margin (calibrated tokens)
         room = max(256, window - _cap_tokens(ctx.budget) - SIDE_CALL_MARGIN)
         cut = _cutter(max(400, min(TRANSCRIPT_CUT_CHARS, int(room / ratio))))  # a quarter of the room, in chars
         self._cut = cut
-        while batch_turns and outcome.calls < MAX_CALLS:
+        extra = estimate_tokens(task) + estimate_tokens(focus or "")
+        while batch_turns and outcome.calls < max_calls:
             prev_text = previous.text if previous else ""
-            base = round((estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + 60) * ratio)
+            base = round((estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + extra + 60) * ratio)
             batch: list[tuple[int, list[Any]]] = []
             used = base
             for number, entries in batch_turns:
@@ -321,18 +458,26 @@ class Summariser:
                 batch.append((number, entries))
                 used += cost
             batch_turns = batch_turns[len(batch):]
-            version = await self._summarise_batch(ctx, batch, previous, flags=flags, facts_text=facts_text,
-                                                  model=model, turn=turn, outcome=outcome)
-            if version is not None:
-                previous = version
-                outcome.versions.append(version)
-        return outcome
+            draft = await self._draft_batch(ctx, batch, previous, flags=flags, facts_text=facts_text,
+                                            model=model, turn=turn, outcome=outcome, task=task, focus=focus)
+            if draft is None:
+                continue
+            out.append(draft)
+            previous = await on_draft(draft) if on_draft is not None else draft.as_version()
+        return out
 
-    async def _summarise_batch(self, ctx: ComposedContext, batch: list[tuple[int, list[Any]]],
-                               previous: SummaryVersion | None, *, flags: ToolFlags, facts_text: str,
-                               model: str | None, turn: int | None,
-                               outcome: SummaryOutcome) -> SummaryVersion | None:
-        """One version covering ``batch`` (and what ``previous`` covered): the
+    async def record(self, draft: SummaryDraft, *, origin: str = "fit", turn: int | None = None) -> SummaryVersion:
+        """Record ``draft`` as the next version (``origin``: ``fit``, ``compact``)."""
+        return await self.summaries.record(
+            draft.conversation, draft.text, draft.covers, kept_whole=(), refs=draft.refs, items=draft.items,
+            model=draft.model, attempts=draft.attempts, new_turns=list(draft.new_turns), turn=turn,
+            completion=draft.completion, kept=draft.kept, origin=origin, base=draft.base, focus=draft.focus)
+
+    async def _draft_batch(self, ctx: ComposedContext, batch: list[tuple[int, list[Any]]],
+                           previous: SummaryVersion | None, *, flags: ToolFlags, facts_text: str,
+                           model: str | None, turn: int | None, outcome: SummaryOutcome, task: str = "",
+                           focus: str | None = None) -> SummaryDraft | None:
+        """One draft covering ``batch`` (and what ``previous`` covered): the
         model's summary, asked once more naming what it left out, then
         completed by wisp (:func:`complete_summary`) so that it always passes
         the coverage check (issue "Compaction you can see and trust", "A
@@ -352,7 +497,7 @@ class Summariser:
         probe = SummaryVersion(ctx.conversation, 0, "", tuple(sorted(covers)), refs=tuple(all_refs))
         refs_text, _ = summary_layer_text(probe, flags)
         wanted = sorted({i for n, _ in batch for i in (_item_from(k) for k in items.get(n, []))})
-        base_prompt = self._prompt(batch, previous, flags, words, wanted)
+        base_prompt = self._prompt(batch, previous, flags, words, wanted, task=task, focus=focus)
         cap = _cap_tokens(ctx.budget)
 
         def missing_in(text: str) -> dict[int, list[Item]]:
@@ -368,7 +513,9 @@ class Summariser:
         text = ""
         attempts = 0
         too_long = False
-        for attempt in ((1, 2) if outcome.failed is None else ()):  # after a failed call, wisp writes alone
+        failed: str | None = None
+        asking = outcome.failed is None and self.side_call is not None  # else wisp writes alone
+        for attempt in ((1, 2) if asking else ()):
             prompt = base_prompt
             if attempt == 2:
                 fixes = []
@@ -383,12 +530,12 @@ class Summariser:
             attempts = attempt
             outcome.calls += 1
             try:
-                text = (await self._side_call(prompt, cap)).strip()
+                text = read_summary(await self._side_call(prompt, cap))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the side call failed, or a malformed answer: wisp writes it alone
                 reason = str(exc) if isinstance(exc, SideCallError) else f"{type(exc).__name__}: {exc}"
-                outcome.failed = reason or "the side call failed"
+                outcome.failed = failed = reason or "the side call failed"
                 self._audit_failed(ctx.conversation, turn, "side call failed: " + outcome.failed,
                                    [n for n, _ in batch], [])
                 text = ""
@@ -407,27 +554,36 @@ class Summariser:
         if previous is not None:
             decisions = [*previous_decisions(previous), *decisions]
         completion = complete_summary(missing, sources, decisions, model_text=text,
-                                      failed=outcome.failed is not None,
+                                      failed=not asking or outcome.failed is not None,
                                       asked=[person_asked(n, entries) for n, entries in batch])
         full = f"{text}\n\n{completion}".strip() if completion else text
         left = missing_in(full)
         assert not left, f"wisp's completion left out {left}"  # the rule this method exists for
+        completed = sorted({str(i) for ms in missing.values() for i in ms})
         if completion:
-            outcome.completed = sorted(set(outcome.completed) | {str(i) for ms in missing.values() for i in ms})
+            outcome.completed = sorted(set(outcome.completed) | set(completed))
         if not full.strip():
             return None
         newly = sorted({n for n, _ in batch})
         if not newly and previous is not None and covers == set(previous.covers):
             return None
         kept = sorted({_item_from(k).text for n in covers for k in items.get(n, [])})
-        return await self.summaries.record(
-            ctx.conversation, full, covers, kept_whole=(), refs=all_refs, items=items,
-            model=model if text else None, attempts=attempts, new_turns=newly, turn=turn,
-            completion=completion if text else full, kept=kept)
+        return SummaryDraft(
+            conversation=ctx.conversation, text=full, completion=completion if text else full,
+            covers=tuple(sorted(covers)), new_turns=tuple(newly), refs=tuple(all_refs), items=items,
+            kept=tuple(kept), completed=tuple(completed), model=model if text else None,
+            attempts=attempts, failed=failed, too_long=outcome.too_long,
+            base=(previous.version or previous.base) if previous is not None else None, focus=focus)
 
     def _prompt(self, batch: list[tuple[int, list[Any]]], previous: SummaryVersion | None,
-                flags: ToolFlags, words: int, wanted: list[Item] | None = None) -> str:
+                flags: ToolFlags, words: int, wanted: list[Item] | None = None, *, task: str = "",
+                focus: str | None = None) -> str:
         parts = []
+        if task.strip():
+            parts.append(f"The conversation's task (it stays in its own layer; keep what serves it): {task.strip()}")
+        if focus and focus.strip():
+            parts.append(f"The person asks this summary to focus on: {focus.strip()}. Keep what concerns it in "
+                         "detail; the rest may be brief.")
         if previous is not None and previous.text.strip():
             parts.append(f"Summary so far, of turns {turn_ranges(previous.covers)}:\n{previous.text.strip()}")
         else:
@@ -442,7 +598,7 @@ class Summariser:
     async def _side_call(self, prompt: str, max_tokens: int) -> str:
         assert self.side_call is not None
         messages = [{"role": "system", "content": SUMMARY_RULES}, {"role": "user", "content": prompt}]
-        return (await self.side_call.complete(messages, max_tokens=max_tokens)).strip()
+        return (await self.side_call.complete(messages, max_tokens=max_tokens, schema=SUMMARY_SCHEMA)).strip()
 
     def _audit_failed(self, conversation: int, turn: int | None, reason: str, turns: list[int],
                       missing: list[str]) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .coverage import Item, is_present
 from .digest import Digest
 from ..tokens import estimate_tokens
 from .turns import OutputRef, ToolFlags
@@ -67,13 +68,40 @@ class SummaryVersion:
     completion: str = ""
     #: The identifiers the version keeps (paths, tests, entries, commits, error codes), as text.
     kept: tuple[str, ...] = ()
+    #: What made it: ``fit`` (the request had to fit the window), ``compact`` (``/compact``) or
+    #: ``undo`` (``/compact undo``, a copy of the version it restores).
+    origin: str = "fit"
+    #: The version it was built on (merged with), or ``None``.
+    base: int | None = None
+    #: The version an ``undo`` restored (``0``: none, the summary was cleared), or ``None``.
+    restores: int | None = None
+    #: The focus ``/compact`` was given, or ``None``.
+    focus: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True for a version that covers no turn (``/compact undo`` of the first version)."""
+        return not self.covers and not self.text.strip()
 
     @property
     def model_part(self) -> str:
-        """The part of ``text`` the model wrote."""
+        """The part of ``text`` the model wrote (``""`` when wisp wrote it alone)."""
         if self.completion and self.text.endswith(self.completion):
             return self.text[: len(self.text) - len(self.completion)].rstrip()
         return self.text
+
+    @property
+    def missed(self) -> tuple[str, ...]:
+        """The identifiers the model's part left out, which wisp's part keeps."""
+        if not self.completion:
+            return ()
+        model = self.model_part
+        found = []
+        for key in sorted({k for ks in self.items.values() for k in ks}):
+            kind, _, text = key.partition(":")
+            if not is_present(Item(kind, text), model) and is_present(Item(kind, text), self.completion):
+                found.append(text)
+        return tuple(sorted(set(found)))
 
     @property
     def vid(self) -> str:
@@ -85,11 +113,12 @@ class SummaryVersion:
                 "covers_text": turn_ranges(self.covers), "kept_whole": list(self.kept_whole),
                 "references": [r.entry for r in self.refs], "model": self.model,
                 "attempts": self.attempts, "time": self.created_at, "completion": self.completion,
-                "model_part": self.model_part, "kept": list(self.kept)}
+                "model_part": self.model_part, "kept": list(self.kept), "missed": list(self.missed),
+                "origin": self.origin, "base": self.base, "restores": self.restores, "focus": self.focus}
 
 
 _COLS = ("conversation_id, version, text, covers, kept_whole, refs, items, model, attempts, created_at, audit_event_id,"
-         " completion, kept")
+         " completion, kept, origin, base, restores, focus")
 
 
 def _loads(text: str | None, default: Any) -> Any:
@@ -108,7 +137,8 @@ def _version(row: Any) -> SummaryVersion:
                           kept_whole=tuple(sorted(int(t) for t in _loads(r[4], []))),
                           refs=refs, items=items, model=r[7], attempts=r[8], created_at=r[9],
                           audit_event_id=r[10], completion=r[11] or "",
-                          kept=tuple(str(k) for k in _loads(r[12], []) or []))
+                          kept=tuple(str(k) for k in _loads(r[12], []) or []), origin=r[13] or "fit",
+                          base=r[14], restores=r[15], focus=r[16])
 
 
 class SummaryBook:
@@ -120,7 +150,13 @@ class SummaryBook:
         self.audit = audit
 
     async def latest(self, conversation: int) -> SummaryVersion | None:
-        """The newest version, or ``None``."""
+        """The version in effect: the newest, or ``None`` when there is none
+        or the newest is :attr:`~SummaryVersion.empty` (an undo cleared the summary)."""
+        newest = await self.newest(conversation)
+        return None if newest is None or newest.empty else newest
+
+    async def newest(self, conversation: int) -> SummaryVersion | None:
+        """The newest version, empty or not, or ``None``."""
         async with self.store.db.execute(
             f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? ORDER BY version DESC LIMIT 1",
             (conversation,),
@@ -148,12 +184,14 @@ class SummaryBook:
                      items: dict[int, list[str]] | None = None, model: str | None = None,
                      attempts: int = 1, new_turns: list[int] | None = None,
                      turn: int | None = None, completion: str = "",
-                     kept: list[str] | tuple[str, ...] = ()) -> SummaryVersion:
+                     kept: list[str] | tuple[str, ...] = (), origin: str = "fit", base: int | None = None,
+                     restores: int | None = None, focus: str | None = None) -> SummaryVersion:
         """Store the next version and write its ``summary.recorded`` audit
         event (version, the turns it covers, the turns newly covered, the
-        turns kept whole, attempts, model, the part wisp completed).
+        turns kept whole, attempts, model, the part wisp completed, origin).
         ``completion`` is the end of ``text`` that wisp wrote itself; ``kept``
-        the identifiers the version keeps. Returns the version."""
+        the identifiers the version keeps; ``origin``, ``base``, ``restores``
+        and ``focus`` as :class:`SummaryVersion` has them. Returns the version."""
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         covers_l = sorted(set(int(t) for t in covers))
         kept_l = sorted(set(int(t) for t in kept_whole))
@@ -164,11 +202,12 @@ class SummaryBook:
                 version = int((await cur.fetchone())[0])
             await db.execute(
                 "INSERT INTO summaries (conversation_id, version, text, covers, kept_whole, refs, items, model,"
-                " attempts, created_at, completion, kept) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " attempts, created_at, completion, kept, origin, base, restores, focus)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (conversation, version, text, json.dumps(covers_l), json.dumps(kept_l),
                  json.dumps([r.to_dict() for r in refs], ensure_ascii=False),
                  json.dumps({str(k): v for k, v in items.items()}, ensure_ascii=False), model, attempts, now,
-                 completion, json.dumps(list(kept), ensure_ascii=False)),
+                 completion, json.dumps(list(kept), ensure_ascii=False), origin, base, restores, focus),
             )
         event_id = None
         if self.audit is not None:
@@ -176,7 +215,8 @@ class SummaryBook:
                 "version": version, "covers": covers_l, "covers_text": turn_ranges(covers_l),
                 "new_turns": sorted(new_turns or []), "kept_whole": kept_l, "attempts": attempts,
                 "model": model, "chars": len(text), "references": [r.entry for r in refs], "text": text,
-                "completion": completion, "kept": list(kept),
+                "completion": completion, "kept": list(kept), "origin": origin, "base": base,
+                "restores": restores, "focus": focus,
             }, conversation=conversation, turn=turn)
             if ref is not None:
                 event_id = ref.event_id
@@ -184,7 +224,7 @@ class SummaryBook:
                     await db.execute("UPDATE summaries SET audit_event_id = ? WHERE conversation_id = ? AND version = ?",
                                      (event_id, conversation, version))
         return SummaryVersion(conversation, version, text, tuple(covers_l), tuple(kept_l), tuple(refs), items,
-                              model, attempts, now, event_id, completion, tuple(kept))
+                              model, attempts, now, event_id, completion, tuple(kept), origin, base, restores, focus)
 
 
 def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
