@@ -33,9 +33,11 @@ from . import events as ev
 from .command_base import CommandResult
 from .commands import is_command, run_command
 from .config import Config, ConfigError
-from .context.cli import add_inspect_parser
+from .context.cli import add_compact_parser, add_inspect_parser
+from .context.compaction import CompactError, apply_compaction, preview_compaction, undo_compaction
 from .context.inspect import inspect_context
 from .context.shapes import ShapeBook
+from .context.summary import turn_ranges
 from .database import open_store
 from .episodes.cli import add_memory_parser, run_memory
 from .model.sidecall import ConfigSideCall
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     un.add_argument("key")
     add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
+    add_compact_parser(sub)  # `wisp compact` (issue "Compaction you can see and trust")
     return p
 
 
@@ -151,6 +154,8 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return run_memory(args, _config_side_call, open_store)
         if args.command == "inspect":
             return asyncio.run(_inspect(args))
+        if args.command == "compact":
+            return asyncio.run(_compact(args))
     except (ConfigError, UsageError, SessionError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -342,6 +347,56 @@ async def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:
         print(report.to_text())
+    return EXIT_OK
+
+
+async def _compact(args: argparse.Namespace) -> int:
+    """``wisp compact [--conversation ID] [--focus TEXT] [--dry-run] [--undo]
+    [--json]``: what ``/compact`` does, from a shell. The preview asks the
+    model for the summary it proposes (with no endpoint, wisp writes it
+    alone and says so); without ``--dry-run`` it is applied. ``--json``
+    prints ``{"dry_run", "preview", "applied"}``. Exit 0; 2 for bad usage,
+    an unknown conversation or none stored, or a compaction that cannot be
+    applied or undone (one line on stderr)."""
+    if args.undo and (args.focus or args.dry_run):
+        raise UsageError("--undo takes neither --focus nor --dry-run")
+    options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None, transport="ask")
+    async with await Session.open(options) as session:
+        conversation = session.conversation_id
+        if conversation is None:
+            raise UsageError("no conversation is stored yet; start one with `wisp` or `wisp ask`")
+        if args.undo:
+            try:
+                version, restored = await undo_compaction(session.context, conversation)
+            except CompactError as exc:
+                raise UsageError(str(exc)) from None
+            if args.json:
+                print(json.dumps({"undone": version.to_dict(),
+                                  "restored": restored.version if restored else None}, ensure_ascii=False, indent=2))
+            else:
+                print(f"Version {version.version} restores "
+                      + (f"version {restored.version}." if restored else "no summary: every turn is whole again."))
+            return EXIT_OK
+        if not await session.connect():
+            print(f"wisp: no model endpoint ({session.endpoint_error}); wisp writes the summary alone",
+                  file=sys.stderr)
+        preview = await preview_compaction(session.context, conversation, args.focus or None)
+        applied = None
+        if not args.dry_run and preview.draft is not None:
+            try:
+                applied = await apply_compaction(session.context, preview)
+            except CompactError as exc:
+                raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps({"dry_run": bool(args.dry_run), "preview": preview.to_dict(),
+                          "applied": applied.to_dict() if applied else None}, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    print(preview.to_markdown())
+    if applied is not None:
+        print(f"\nApplied: running summary version {applied.version} covers turns {turn_ranges(applied.covers)}; "
+              "`wisp compact --undo` restores the previous one.")
+    elif args.dry_run and preview.draft is not None:
+        print("\n(dry run: nothing applied)")
     return EXIT_OK
 
 

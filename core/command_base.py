@@ -37,10 +37,13 @@ Handler = Callable[[Any, list[str], str], Awaitable[CommandResult]]
 
 @dataclass(frozen=True)
 class Command:
-    """A slash command: its name, handler, usage line, one-line help and aliases."""
+    """A slash command: its name, handler, usage line, one-line help and
+    aliases; ``asks_model`` marks one that makes a side call (``/compact``'s
+    preview), which a screen runs without waiting on it."""
 
     name: str
     handler: Handler
     usage: str
     help: str
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    asks_model: bool = False

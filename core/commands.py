@@ -2,8 +2,9 @@
 
 Each command is an async handler that takes the session and the words after
 the command's name and returns a :class:`~wisp.core.command_base.CommandResult`
-of Markdown text. No command costs the model anything: none of them calls
-the endpoint. :data:`COMMANDS` is the one explicit table of every command:
+of Markdown text. No command costs the model anything but ``/compact``,
+whose preview asks the model for the summary it proposes (marked
+``asks_model``). :data:`COMMANDS` is the one explicit table of every command:
 the built-in ``/help`` and ``/config`` here, and the handlers of the
 features (the layered context's ``/fact``, ``/task``, ``/show``,
 ``/inspect``; ``/tools``; episodic memory's ``/memory``).
@@ -18,12 +19,12 @@ from typing import Any
 
 from .command_base import Command, CommandResult
 from .config import ConfigError
-from .context.commands import fact_command, inspect_command, show_command, task_command
+from .context.commands import compact_command, fact_command, inspect_command, show_command, task_command
 from .episodes.commands import USAGE as MEMORY_USAGE, memory_command
 from .toolset import tools_command
 from .text import without_surrogates
 
-__all__ = ["COMMANDS", "CommandResult", "is_command", "run_command", "help_text"]
+__all__ = ["COMMANDS", "CommandResult", "is_command", "run_command", "help_text", "command_for"]
 
 
 def is_command(text: str) -> bool:
@@ -34,6 +35,12 @@ def is_command(text: str) -> bool:
         return False
     first = stripped[1:].split(maxsplit=1)[0] if len(stripped) > 1 else ""
     return "/" not in first
+
+
+def command_for(text: str) -> Command | None:
+    """The registered command a slash command line names, or ``None``."""
+    name = without_surrogates(text).strip()[1:].partition(" ")[0].lower()
+    return COMMANDS.get(name)
 
 
 async def run_command(session: Any, text: str) -> CommandResult:
@@ -146,4 +153,7 @@ COMMANDS: dict[str, Command] = _table([
             "show an entry, a turn or a fact's versions in full (not sent to the model)"),
     Command("inspect", inspect_command, "/inspect context",
             "the next request layer by layer, and its exact messages (no model cost)"),
+    Command("compact", compact_command, "/compact [focus on …] | /compact undo",
+            "preview a running summary of the older turns (Enter applies it, Esc cancels); undo restores the "
+            "previous version", asks_model=True),
 ])

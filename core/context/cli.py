@@ -1,4 +1,6 @@
-"""The parser of ``wisp inspect context [--conversation ID] [--json]``: the next request, in the shell.
+"""The parsers of ``wisp inspect context`` and ``wisp compact``: the layered context, in the shell.
+
+``wisp inspect context [--conversation ID] [--json]``: the next request.
 
 Issue "Layered context": prints what ``/inspect context`` shows (one row per
 layer with tokens, share of the window, items and a hint; the tokens left;
@@ -14,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_inspect_parser"]
+__all__ = ["add_inspect_parser", "add_compact_parser"]
 
 
 def add_inspect_parser(sub: Any) -> None:
@@ -24,3 +26,17 @@ def add_inspect_parser(sub: Any) -> None:
     ctx = ins_sub.add_parser("context", help="the layers of the next request and its exact messages")
     ctx.add_argument("--conversation", type=int, metavar="ID", help="the conversation (default: the last one)")
     ctx.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def add_compact_parser(sub: Any) -> None:
+    """Add ``compact`` to the ``wisp`` subparsers (issue "Compaction you can
+    see and trust"): ``wisp compact [--conversation ID] [--focus TEXT]
+    [--dry-run] [--json]`` previews the running summary the model would
+    write of the older turns and, without ``--dry-run``, applies it (as
+    ``/compact`` and Enter do); ``--undo`` restores the previous version."""
+    cmp = sub.add_parser("compact", help="summarise the older turns now, showing what leaves the window first")
+    cmp.add_argument("--conversation", type=int, metavar="ID", help="the conversation (default: the last one)")
+    cmp.add_argument("--focus", metavar="TEXT", help="what the summary should keep in detail")
+    cmp.add_argument("--dry-run", action="store_true", help="show the preview only; change nothing")
+    cmp.add_argument("--undo", action="store_true", help="restore the previous summary version instead")
+    cmp.add_argument("--json", action="store_true", help="print the preview (and what was applied) as JSON")

@@ -1,7 +1,10 @@
-"""Slash commands of the layered context: ``/fact``, ``/task``, ``/show``, ``/inspect``.
+"""Slash commands of the layered context: ``/fact``, ``/task``, ``/show``, ``/inspect``, ``/compact``.
 
 Listed in :data:`wisp.core.commands.COMMANDS`. None of them calls the model
-(issue "Layered context", "Seeing it, at no model cost"). Each returns a
+(issue "Layered context", "Seeing it, at no model cost") but ``/compact``,
+whose preview asks the model for the summary it proposes (issue
+"Compaction you can see and trust"); applying it, cancelling it and
+``/compact undo`` cost nothing more. Each returns a
 :class:`~wisp.core.command_base.CommandResult` whose ``data`` carries the
 material (a :class:`~wisp.core.context.show.ShowMaterial`, a
 :class:`~wisp.core.context.inspect.ContextReport`, facts as dicts) so that
@@ -13,15 +16,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..command_base import CommandResult
+from .compaction import CompactError, focus_text, preview_compaction, undo_compaction
 from .facts import FactError, fact_line, parse_assignment
 from .inspect import inspect_context
 from .show import ShowError, show_entry, show_fact, show_turn
+from .summary import turn_ranges
 from .task import describe_task
 
 FACT_USAGE = ("Usage: /fact · /fact SUBJECT [NAME] = VALUE · /fact history NAME · /fact forget ID · "
               "/fact keep ID (subjects: task, decision, preference, entity, tests, workdir, branch)")
 TASK_USAGE = "Usage: /task · /task THE TASK; objective: WHAT DONE LOOKS LIKE · /task clear"
 SHOW_USAGE = "Usage: /show entry N · /show turn N · /show fact NAME"
+COMPACT_USAGE = "Usage: /compact · /compact focus on WHAT TO KEEP · /compact undo"
 
 
 def _manager(session: Any) -> Any:
@@ -174,3 +180,31 @@ async def inspect_command(session: Any, words: list[str], rest: str) -> CommandR
     if session.conversation_id is None:
         report.conversation = None
     return CommandResult(report.to_markdown(), title="inspect context", data=report)
+
+
+async def compact_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/compact [focus]``: a preview of the running summary the model would
+    write now (data: a :class:`~wisp.core.context.compaction.CompactPreview`,
+    which the TUI shows before anything is applied); ``/compact undo``: the
+    previous summary version restored."""
+    conversation = session.conversation_id
+    if conversation is None:
+        return CommandResult("Nothing to compact yet: this conversation has no turn.", error=True)
+    if words and words[0].lower() == "undo":
+        if len(words) > 1:
+            return CommandResult(COMPACT_USAGE, error=True)
+        try:
+            version, restored = await undo_compaction(_manager(session), conversation)
+        except CompactError as exc:
+            return CommandResult(str(exc), error=True)
+        if restored is None:
+            text = (f"Undone: no running summary is in effect now (version {version.version} clears it). "
+                    "Every turn is back in the window whole; turns leave it again only when the window needs it.")
+        else:
+            text = (f"Undone: version {version.version} restores version {restored.version}, which covers turns "
+                    f"{turn_ranges(restored.covers)}. Every version stays; F4 lists them.")
+        return CommandResult(text, title="compact", data=version)
+    if words and words[0].lower() in ("help", "-h", "--help"):
+        return CommandResult(COMPACT_USAGE)
+    preview = await preview_compaction(_manager(session), conversation, focus_text(rest))
+    return CommandResult(preview.to_markdown(), title="compact", data=preview)
