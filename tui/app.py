@@ -24,15 +24,17 @@ from textual.widgets import Collapsible
 from textual.worker import Worker, WorkerState
 
 from wisp.core import events as ev
-from wisp.core.commands import is_command, run_command
+from wisp.core.commands import command_for, is_command, run_command
 from wisp.core.config import Config
+from wisp.core.context.compaction import CompactError, CompactPreview, apply_compaction
+from wisp.core.context.summary import turn_ranges
 from wisp.core.episodes.refine import REFINE_INTERVAL_S
 from wisp.core.session import Session, SessionOptions
 from wisp.core.transcript import load_page, prompt_history
 from wisp.themes import STYLESHEET, WISP_THEME
 
 from .guard import Guarded
-from .screens import ApprovalScreen, HelpScreen, MemoryScreen, view_for
+from .screens import ApprovalScreen, CompactScreen, HelpScreen, MemoryScreen, view_for
 from .widgets import ChatPane, CommandOutput, ContextSidebar, Notice, PromptInput, StatusBar, UserMessage
 
 __all__ = ["WispApp", "PAGE_TURNS"]
@@ -191,23 +193,74 @@ class WispApp(Guarded, App[int]):
             await self.chat.add(Notice("wisp is still starting; try again in a moment.", "warning"))
             return
         if is_command(text):
-            result = await run_command(self.session, text)
-            self.refresh_context()  # /fact, /task … change what the panels show
-            view = view_for(result)  # /inspect context, /show: a view, not chat text
-            if view is not None:
-                await self.push_screen(view)
+            command = command_for(text)
+            if command is not None and command.asks_model:  # /compact: its side call must not freeze the screen
+                if self.turn_worker is not None and self.turn_worker.is_running:
+                    await self.chat.add(Notice(f"/{command.name} waits for the reply to end; press Esc to stop "
+                                               "it first.", "warning"))
+                    return
+                self.run_model_command(text)
                 return
-            if result.title == "memory" and not result.error and (result.data or {}).get("memories"):
-                await self.push_screen(MemoryScreen(self.session, result.data))  # pick a memory to read
-                return
-            await self.chat.add(CommandOutput(f"`{text.strip()}`\n\n{result.text}", error=result.error))
-            if result.reconnect and (self.turn_worker is None or not self.turn_worker.is_running):
-                await self.connect()  # /config set model.…: use the new endpoint or model now
+            await self.show_command_result(text, await run_command(self.session, text))
             return
         if self.turn_worker is not None and self.turn_worker.is_running:
             await self.chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
             return
         self.turn_worker = self.run_turn(text)
+
+    async def show_command_result(self, text: str, result: Any) -> None:
+        """Show a slash command's result: its view, or its text in the chat."""
+        assert self.session is not None
+        self.refresh_context()  # /fact, /task … change what the panels show
+        view = view_for(result)  # /inspect context, /show: a view, not chat text
+        if view is not None:
+            await self.push_screen(view)
+            return
+        if result.title == "memory" and not result.error and (result.data or {}).get("memories"):
+            await self.push_screen(MemoryScreen(self.session, result.data))  # pick a memory to read
+            return
+        if isinstance(result.data, CompactPreview) and not result.error:
+            preview = result.data  # /compact: shown first; Enter applies it, Esc cancels
+            await self.push_screen(CompactScreen(preview),
+                                   callback=lambda answer: self.compact_answered(preview, answer))
+            return
+        await self.chat.add(CommandOutput(f"`{text.strip()}`\n\n{result.text}", error=result.error))
+        if result.reconnect and (self.turn_worker is None or not self.turn_worker.is_running):
+            await self.connect()  # /config set model.…: use the new endpoint or model now
+
+    @work(exclusive=True, group="model-command", exit_on_error=False)
+    async def run_model_command(self, text: str) -> None:
+        """A command that asks the model (``/compact``), run beside the
+        screen, with a line saying it waits for the model."""
+        assert self.session is not None
+        waiting = Notice("Asking the model for a summary to preview (nothing changes until you apply it)…")
+        await self.chat.add(waiting)
+        try:
+            result = await run_command(self.session, text)
+        finally:
+            await waiting.remove()
+        await self.show_command_result(text, result)
+
+    async def compact_answered(self, preview: Any, answer: str | None) -> None:
+        """The preview's answer: ``"apply"`` records its summary (through the core); anything else cancels."""
+        assert self.session is not None
+        if answer != "apply":
+            await self.chat.add(CommandOutput("`/compact`\n\nCancelled: nothing changed.", error=False))
+            return
+        try:
+            version = await apply_compaction(self.session.context, preview)
+        except CompactError as exc:
+            await self.chat.add(CommandOutput(f"`/compact`\n\n{exc}", error=True))
+            return
+        except Exception as error:  # every path answers (issue 11)
+            self.report_crash(error, "applying /compact")
+            return
+        self.refresh_context()
+        await self.chat.add(CommandOutput(
+            f"`/compact`\n\nApplied: running summary version {version.version} covers turns "
+            f"{turn_ranges(version.covers)}; they left the window (the next request has about "
+            f"{preview.tokens_after:,} tokens). They stay in the store: `/show turn N`. "
+            "`/compact undo` restores the previous version.", error=False))
 
     @work(exclusive=True, group="turn", exit_on_error=False)
     async def run_turn(self, text: str) -> None:

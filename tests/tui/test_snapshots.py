@@ -12,7 +12,8 @@ snapshots are accepted again on purpose::
 The fixed paths, port and clocks of :func:`tests.tui.conftest.fixed_place`
 keep a re-run identical. The views: chat (a streamed reply with thinking, a
 tool call and code), the side panels (facts, task, running summary), inspect
-context (F5), the approval modal, ``/memory``, help (F1) and no endpoint.
+context (F5), the approval modal, ``/memory``, ``/compact``'s preview, help
+(F1) and no endpoint.
 """
 
 from __future__ import annotations
@@ -155,6 +156,28 @@ def test_memory_list(snap_compare, fixed_place: FixedPlace) -> None:
             await screen_named(pilot, app, "MemoryScreen")
 
         assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
+
+
+def test_compact_preview(snap_compare, fixed_place: FixedPlace) -> None:
+    """``/compact focus on …``: the turns that would leave with their tokens, the summary the model
+    proposes and the part wisp completed, the identifiers kept and missed, what stays, the tokens."""
+    side = SummarisingSideCall("small")
+    with CountingOllama(port=fixed_place.port):
+        app = WispApp(SessionOptions(workdir=fixed_place.workdir, tools=[], side_call=side))
+
+        async def steps(pilot: Any) -> None:
+            await command(pilot, app, "/task fix the payment bug; objective: tests/test_pay.py passes")
+            await command(pilot, app, "/fact decision amounts = cents")
+            for prompt in ("We'll fix the payment bug in src/pay/charge.py first.",
+                           "The failing test is tests/test_pay.py::test_refund_rounding, error PAY-402.",
+                           "Look at commit 3f9a2c1b, it changed the rounding.",
+                           "Keep amounts in cents from now on."):
+                await send(pilot, app, prompt)
+            await command(pilot, app, "/compact focus on the payment bug")
+            await screen_named(pilot, app, "CompactScreen")
+
+        assert snap_compare(app, terminal_size=WIDE, run_before=prepared(app, steps))
+        assert side.calls, "the preview asked for no summary"
 
 
 def test_help_f1(snap_compare, fixed_place: FixedPlace) -> None:

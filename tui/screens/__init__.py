@@ -4,13 +4,15 @@ All are modal (:class:`WispModal`: one box over the chat, Esc closes):
 :class:`HelpScreen` (F1), :class:`ApprovalScreen`,
 :class:`InspectContextScreen` (``/inspect context``, F5),
 :class:`ShowScreen` (``/show``), :class:`MemoryScreen` and
-:class:`MemoryDetailScreen` (``/memory``). :func:`view_for` picks the view
-for a command's result.
+:class:`MemoryDetailScreen` (``/memory``), :class:`CompactScreen`
+(``/compact``'s preview). :func:`view_for` picks the view for a command's
+result.
 """
 
 from __future__ import annotations
 
 from .approval import ApprovalScreen
+from .compact import CompactScreen
 from .help import HelpScreen
 from .inspect_context import InspectContextScreen
 from .memory_detail import MemoryDetailScreen
@@ -21,6 +23,7 @@ from .views import view_for
 
 __all__ = [
     "ApprovalScreen",
+    "CompactScreen",
     "HelpScreen",
     "InspectContextScreen",
     "MemoryDetailScreen",

@@ -79,4 +79,4 @@ class ContextSidebar(Guarded, Vertical):
         """Draw a :class:`~wisp.core.context.manager.PanelState`."""
         self.facts_panel.show(state.facts)
         self.task_panel.show(state.task)
-        self.summary_panel.show(state.summary)
+        self.summary_panel.show(state.summary, getattr(state, "summaries", None))
