@@ -42,7 +42,6 @@ a version, when they do not).
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
