@@ -477,13 +477,7 @@ def fit_outputs(entries: list[Any], room: int, ratio: float, flags: ToolFlags) -
 
 
 def _how_to_see(entry: Any, flags: ToolFlags, first_line: int) -> str:
-    if flags.has_memory:
-        return f'to see them: memory "recall entry {entry.number} from line {first_line}"'
-    if entry.kind == "prompt":
-        return f"the person has the whole of it; /show entry {entry.number} shows it to them"
-    if flags.read_only.get(entry.tool_name or ""):
-        return "to see them, call the tool again for those lines"
-    return f"do not run it again to see them; ask the person, who can use /show entry {entry.number}"
+    return flags.form(entry.tool_name).how_cut(entry.number, first_line, prompt=entry.kind == "prompt")
 
 
 def _cut_entry(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
