@@ -145,6 +145,18 @@ class SummaryChanged:
 
 
 @dataclass(frozen=True)
+class SideCallCost:
+    """What wisp's own side calls of one kind cost around this turn (issue
+    "The model's own bookkeeping"): ``kind`` (``distiller``, ``assessment``),
+    ``calls``, ``tokens`` (estimated, prompt and answer) and ``seconds``."""
+
+    kind: str
+    calls: int
+    tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The turn is over. ``state`` is ``done``, ``stopped``, ``error`` or ``cut``."""
 
@@ -154,7 +166,7 @@ class TurnEnded:
 
 AgentEvent = Union[
     TurnStarted, TextDelta, ThinkingDelta, ReplyRecorded, ToolCall, ToolOutput,
-    ToolResult, Usage, Notice, Error, TurnEnded, FactChanged, SummaryChanged,
+    ToolResult, Usage, Notice, Error, TurnEnded, FactChanged, SummaryChanged, SideCallCost,
 ]
 
 

@@ -252,6 +252,9 @@ class WispApp(Guarded, App[int]):
                 self.status.completion_tokens = item.completion
             elif isinstance(item, (ev.FactChanged, ev.SummaryChanged)):
                 self.refresh_context()
+            elif isinstance(item, ev.SideCallCost):  # the distiller's or the assessment's cost (issue 17)
+                self.status.side_calls = (f"{item.kind} ~{item.tokens:,} tok {item.seconds:.1f} s" if item.calls
+                                          else "")
             await self.chat.show_event(item)
         except Exception as error:
             self.report_crash(error, f"drawing {type(item).__name__}")

@@ -44,6 +44,8 @@ class StatusBar(Guarded, Static):
     completion_tokens: reactive[int | None] = reactive(None)
     window: reactive[int | None] = reactive(None)
     conversation: reactive[int | None] = reactive(None)
+    #: wisp's own side calls of the last turn (the fact distiller, the assessment), in brief.
+    side_calls: reactive[str] = reactive("")
 
     def render(self) -> str:
         parts = [f"● {self.state}", self.model or "no model", self.endpoint]
@@ -54,6 +56,8 @@ class StatusBar(Guarded, Static):
             if self.completion_tokens is not None:
                 tok += f", {self.completion_tokens:,} out"
             parts.append(tok)
+        if self.side_calls:
+            parts.append(self.side_calls)
         if self.conversation is not None:
             parts.append(f"#{self.conversation}")
         parts.append("F1 help")
