@@ -20,6 +20,9 @@ Rules (issue "wisp runs end to end", "Storage and audit log"; DESIGN.md):
 - A turn left ``open`` by a crash is marked ``stopped`` by
   :meth:`Store.recover_open_turns`, which leaves alone a turn that a live
   process (or this store) is still running.
+- Every write is one ``BEGIN IMMEDIATE`` transaction that cancellation
+  cannot split (:meth:`Store.transaction`; issue "Nothing runs, leaks,
+  hangs or is lost that shouldn't be", "Nothing is lost").
 
 Entry kinds and turn states are checked here in Python (:data:`ENTRY_KINDS`,
 :data:`TURN_STATES`), not by SQL ``CHECK`` constraints, so that a later issue
@@ -44,6 +47,7 @@ import aiosqlite
 from .audit import AuditRef
 from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
+from .transactions import immediate
 
 __all__ = [
     "MIGRATIONS",
@@ -383,16 +387,17 @@ class Store:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """``async with store.transaction() as db:`` runs the block in one
         ``BEGIN IMMEDIATE`` transaction, committed at the end, rolled back on
-        an exception. Writes from one store never interleave."""
+        an exception. Writes from one store never interleave.
+
+        Cancellation-safe (:func:`wisp.core.transactions.immediate`): a block
+        cancelled anywhere (Esc, quit), even while the ``BEGIN`` waits for
+        another process's lock, is rolled back, and the connection is never
+        left inside a transaction; a cancellation that arrives during the
+        ``COMMIT`` leaves the block committed. The cancellation is raised
+        again after."""
         async with self._write_lock:
-            await self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-            except BaseException:
-                await self.db.execute("ROLLBACK")
-                raise
-            else:
-                await self.db.execute("COMMIT")
+            async with immediate(self.db) as db:
+                yield db
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> Any:
         """The first row of a read, or ``None`` (also when a number cannot be stored; see :func:`fits`)."""
@@ -631,8 +636,9 @@ class Store:
 
     async def set_conversation_tools(self, conversation_id: int, names: list[str] | None) -> None:
         """Keep the explicit tool list (``--tool``) the conversation was started with; None clears it."""
-        await self.db.execute("UPDATE conversations SET tools = ? WHERE id = ?",
-                              (json.dumps(names) if names is not None else None, conversation_id))
+        async with self.transaction() as db:  # not bare: it would join another write's transaction
+            await db.execute("UPDATE conversations SET tools = ? WHERE id = ?",
+                             (json.dumps(names) if names is not None else None, conversation_id))
 
     async def conversation_tools(self, conversation_id: int) -> list[str] | None:
         """The explicit tool list the conversation was started with, or None."""
