@@ -11,6 +11,12 @@ Faults never escape: an :class:`~wisp.core.model.base.EndpointError` ends
 the turn in state ``error`` with the partial reply kept and marked. A
 cancelled task (Esc in the TUI) ends it in state ``stopped``, with what had
 arrived, and re-raises :class:`asyncio.CancelledError`.
+
+A turn begins by claiming its conversation (:meth:`wisp.core.store.Store.begin_turn`):
+when another live wisp process is running a turn of it, the turn yields one
+:class:`~wisp.core.events.Error` of kind ``busy`` and nothing is recorded
+(issue "Nothing runs, leaks, hangs or is lost that shouldn't be", "Nothing
+is lost").
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 from . import events as ev
 from .tokens import estimate_messages
 from .model import base as mb
+from .store import ConversationBusy
 from .tools import ToolContext, ToolRegistry
 from .tools.base import check_arguments
 
@@ -173,8 +180,15 @@ class Agent:
     async def run_turn(self, conversation: int, prompt: str) -> AsyncIterator[ev.AgentEvent]:
         """Run one turn for ``prompt``; yields :mod:`wisp.core.events` in order,
         ending with :class:`~wisp.core.events.TurnEnded`. Never raises an
-        endpoint error; re-raises ``CancelledError`` after recording the stop."""
-        turn = await self.store.begin_turn(conversation)
+        endpoint error; re-raises ``CancelledError`` after recording the stop.
+        A conversation another live process is running a turn of gives one
+        ``Error`` of kind ``busy`` and nothing else (the claim is atomic:
+        :meth:`wisp.core.store.Store.begin_turn`)."""
+        try:
+            turn = await self.store.begin_turn(conversation)
+        except ConversationBusy as exc:
+            yield ev.Error("busy", str(exc))
+            return
         entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
         yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt)
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from . import events as ev
 from .agent import Agent, AgentSettings
 from .agents_md import AgentsMd, load_agents_md
 from .audit import AuditLog
@@ -297,16 +296,13 @@ class Session:
         Settings (``agent.max_steps``, ``model.think``) are read afresh, so a
         ``/config set`` applies from this turn. A conversation whose turn
         another live wisp process is running gets an ``Error`` event of kind
-        ``busy`` and no turn: two processes would interleave their turns.
+        ``busy`` and no turn: two processes would interleave their turns. The
+        check is the agent's first step, the atomic claim of
+        :meth:`wisp.core.store.Store.begin_turn` (one transaction), so two
+        processes started at the same instant cannot both pass it.
         """
         conversation = await self.ensure_conversation()
         self.agent.settings = self._settings()
-        owner = await self.store.running_elsewhere(conversation)
-        if owner is not None:
-            yield ev.Error("busy", f"Conversation {conversation} has a turn running in another wisp "
-                                   f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
-                                   "new conversation.")
-            return
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
         async for item in self.agent.run_turn(conversation, prompt):

@@ -21,7 +21,8 @@ Rules (issue "wisp runs end to end", "Storage and audit log"; DESIGN.md):
   :meth:`Store.recover_open_turns`, which leaves alone a turn that a live
   process (or this store) is still running.
 - Every write is one ``BEGIN IMMEDIATE`` transaction that cancellation
-  cannot split (:meth:`Store.transaction`; issue "Nothing runs, leaks,
+  cannot split (:meth:`Store.transaction`); :meth:`Store.begin_turn` claims
+  the conversation in the same transaction (issue "Nothing runs, leaks,
   hangs or is lost that shouldn't be", "Nothing is lost").
 
 Entry kinds and turn states are checked here in Python (:data:`ENTRY_KINDS`,
@@ -54,6 +55,7 @@ __all__ = [
     "ENTRY_KINDS",
     "TURN_STATES",
     "StoreError",
+    "ConversationBusy",
     "Conversation",
     "ConversationSummary",
     "Turn",
@@ -134,6 +136,21 @@ MIGRATIONS: list[Migration] = [
 class StoreError(Exception):
     """A store problem with a one-line message: an unknown id, a bad entry
     kind or turn state, a database newer than this wisp, a failed migration."""
+
+
+class ConversationBusy(StoreError):
+    """:meth:`Store.begin_turn` refused: another live wisp process is running
+    a turn of the conversation (two would interleave their entries; issue
+    "Nothing runs, leaks, hangs or is lost that shouldn't be", "Nothing is
+    lost"). ``conversation_id`` and ``owner`` (``host:pid`` of that
+    process); the message is one line saying what to do."""
+
+    def __init__(self, conversation_id: int, owner: str) -> None:
+        self.conversation_id = conversation_id
+        self.owner = owner
+        super().__init__(f"Conversation {conversation_id} has a turn running in another wisp "
+                         f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
+                         "new conversation.")
 
 
 #: The range of SQLite's integers (64-bit signed).
@@ -492,16 +509,32 @@ class Store:
     # -- turns --------------------------------------------------------------------
 
     async def begin_turn(self, conversation_id: int) -> Turn:
-        """Open the conversation's next turn (number = last + 1, from 1) and
-        touch the conversation. Raises :class:`StoreError` for an unknown
-        conversation."""
-        now = utc_now()
+        """Claim the conversation and open its next turn (number = last + 1,
+        from 1); touch the conversation.
+
+        The claim is atomic: in the same ``BEGIN IMMEDIATE`` transaction that
+        inserts the turn, an ``open`` turn of this conversation begun by
+        another live process on this host refuses it with
+        :class:`ConversationBusy`, so two ``wisp ask --continue`` started at
+        the same instant never both run and their entries never interleave.
+        A turn left open by a dead process, by another host or by this
+        process itself does not block. Raises :class:`StoreError` for
+        an unknown conversation. ``started_at`` is taken inside the
+        transaction, so it is never before the end of a turn that ended before
+        the claim."""
         async with self.transaction() as db:
+            now = utc_now()
             async with db.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
             ) as cur:
                 if cur.rowcount == 0:
                     raise StoreError(f"no conversation {conversation_id}")
+            async with db.execute(
+                "SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'", (conversation_id,)
+            ) as cur:
+                for (owner,) in await cur.fetchall():
+                    if self._held_elsewhere(owner):
+                        raise ConversationBusy(conversation_id, owner)
             async with db.execute(
                 "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?",
                 (conversation_id,),
@@ -651,21 +684,14 @@ class Store:
             return None
         return [str(n) for n in names] if isinstance(names, list) else None
 
-    async def running_elsewhere(self, conversation_id: int) -> str | None:
-        """The owner (``host:pid``) of an open turn of this conversation that a
-        live other process on this host is running, or None. Two processes
-        adding turns to one conversation at once would interleave them, so a
-        caller refuses to start a turn while this is not None."""
-        rows = await self._all("SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'",
-                               (conversation_id,))
-        host = socket.gethostname()
-        for (owner,) in rows:
-            if not owner or owner == self._owner:
-                continue
-            h, _, pid = owner.rpartition(":")
-            if h == host and pid.isdigit() and _pid_alive(int(pid)):
-                return owner
-        return None
+    def _held_elsewhere(self, owner: str | None) -> bool:
+        """True when ``owner`` (a turn's ``host:pid``) is another process on
+        this host that is still alive; False for this process, a dead one,
+        another host, or no owner."""
+        if not owner or owner == self._owner:
+            return False
+        host, _, pid = owner.rpartition(":")
+        return host == socket.gethostname() and pid.isdigit() and _pid_alive(int(pid))
 
     async def recover_open_turns(self) -> list[int]:
         """Mark ``stopped`` every turn left ``open`` by a process that is gone,
@@ -677,16 +703,7 @@ class Store:
         one's turn). A turn from another host is recovered.
         """
         rows = await self._all("SELECT id, owner FROM turns WHERE state = 'open'")
-        host = socket.gethostname()
-        stale: list[int] = []
-        for tid, owner in rows:
-            if tid in self._running:
-                continue
-            if owner and owner != self._owner:
-                h, _, pid = owner.rpartition(":")
-                if h == host and pid.isdigit() and _pid_alive(int(pid)):
-                    continue
-            stale.append(tid)
+        stale = [tid for tid, owner in rows if tid not in self._running and not self._held_elsewhere(owner)]
         if not stale:
             return []
         now = utc_now()
