@@ -23,6 +23,7 @@ still opens with nothing answering (issue "wisp runs end to end",
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -305,8 +306,10 @@ class Session:
         self.agent.settings = self._settings()
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
-        async for item in self.agent.run_turn(conversation, prompt):
-            yield item
+        # closed with this generator when a view abandons the turn's events, so the agent stops its writes
+        async with aclosing(self.agent.run_turn(conversation, prompt)) as events:
+            async for item in events:
+                yield item
         await self.store.touch_conversation(conversation)
 
     async def refine_memory(self) -> RefineReport | None:

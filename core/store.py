@@ -19,7 +19,8 @@ Rules (issue "wisp runs end to end", "Storage and audit log"; DESIGN.md):
   (``2025-01-31T14:05:12.123456Z``), so they sort as text.
 - A turn left ``open`` by a crash is marked ``stopped`` by
   :meth:`Store.recover_open_turns`, which leaves alone a turn that a live
-  process (or this store) is still running.
+  process (or this store) is still running, and keeps what its entries had
+  streamed, marked partial.
 - Every write is one ``BEGIN IMMEDIATE`` transaction that cancellation
   cannot split (:meth:`Store.transaction`); :meth:`Store.begin_turn` claims
   the conversation in the same transaction (issue "Nothing runs, leaks,
@@ -175,6 +176,10 @@ def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+#: The text added to a tool result that was still streaming when its process died.
+RECOVERED_OUTPUT = "[wisp exited before this ended; the output so far is kept]"
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -248,8 +253,10 @@ class Entry:
     ``tool_call_id`` (tool calls and results); ``arguments`` (a tool call's
     decoded JSON arguments, or ``None``); ``meta`` (a dict of flags such as
     ``{"stopped": true}``, ``{"cut": true}`` or an exit status; ``{}`` when
-    none); ``audit_event_id``, ``audit_file``, ``audit_offset`` (where the
-    audit event that recorded it lies, or ``None``); ``created_at``.
+    none; ``{"streaming": true}`` while its text is still being written as
+    it arrives, ``{"partial": true, "reason": ...}`` when it never ended);
+    ``audit_event_id``, ``audit_file``, ``audit_offset`` (where the audit
+    event that recorded it lies, or ``None``); ``created_at``.
     """
 
     id: int
@@ -697,6 +704,11 @@ class Store:
         """Mark ``stopped`` every turn left ``open`` by a process that is gone,
         with ``error`` = :data:`RECOVERED_ERROR`; returns their ids.
 
+        The entries such a turn was still streaming (``meta.streaming``: a
+        reply, its thinking, a command's output, written as they arrived)
+        are kept, marked ``partial`` with ``reason`` ``exited``; a tool
+        result is also marked ``error`` and ends with :data:`RECOVERED_OUTPUT`.
+
         Call it on start-up. A turn is left alone when this store began it
         and has not ended it, or when it was begun by another process on this
         host that is still alive (so a second wisp does not stop the first
@@ -712,6 +724,21 @@ class Store:
                 "UPDATE turns SET state = 'stopped', ended_at = ?, error = COALESCE(error, ?)"
                 " WHERE id = ? AND state = 'open'",
                 [(now, RECOVERED_ERROR, t) for t in stale],
+            )
+            # what was streaming when the process died is kept, marked partial (a tool
+            # result also as failed, with a line saying why, for the person and the model)
+            await db.executemany(
+                "UPDATE entries SET meta = json_set(json_remove(meta, '$.streaming'),"
+                " '$.partial', json('true'), '$.reason', 'exited')"
+                " WHERE turn_id = ? AND kind != 'tool_result' AND json_extract(meta, '$.streaming')",
+                [(t,) for t in stale],
+            )
+            await db.executemany(
+                "UPDATE entries SET content = content || char(10) || ?,"
+                " meta = json_set(json_remove(meta, '$.streaming'),"
+                " '$.partial', json('true'), '$.reason', 'exited', '$.error', json('true'))"
+                " WHERE turn_id = ? AND kind = 'tool_result' AND json_extract(meta, '$.streaming')",
+                [(RECOVERED_OUTPUT, t) for t in stale],
             )
         return stale
 
