@@ -23,11 +23,11 @@ still opens with nothing answering (issue "wisp runs end to end",
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from . import events as ev
 from .agent import Agent, AgentSettings
 from .agents_md import AgentsMd, load_agents_md
 from .audit import AuditLog
@@ -297,20 +297,19 @@ class Session:
         Settings (``agent.max_steps``, ``model.think``) are read afresh, so a
         ``/config set`` applies from this turn. A conversation whose turn
         another live wisp process is running gets an ``Error`` event of kind
-        ``busy`` and no turn: two processes would interleave their turns.
+        ``busy`` and no turn: two processes would interleave their turns. The
+        check is the agent's first step, the atomic claim of
+        :meth:`wisp.core.store.Store.begin_turn` (one transaction), so two
+        processes started at the same instant cannot both pass it.
         """
         conversation = await self.ensure_conversation()
         self.agent.settings = self._settings()
-        owner = await self.store.running_elsewhere(conversation)
-        if owner is not None:
-            yield ev.Error("busy", f"Conversation {conversation} has a turn running in another wisp "
-                                   f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
-                                   "new conversation.")
-            return
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
-        async for item in self.agent.run_turn(conversation, prompt):
-            yield item
+        # closed with this generator when a view abandons the turn's events, so the agent stops its writes
+        async with aclosing(self.agent.run_turn(conversation, prompt)) as events:
+            async for item in events:
+                yield item
         await self.store.touch_conversation(conversation)
 
     async def refine_memory(self) -> RefineReport | None:

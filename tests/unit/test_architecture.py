@@ -28,8 +28,8 @@ FORBIDDEN = [
 
 #: core's parts from the bottom up; a part may import only parts on its own level or below.
 LAYERS = [
-    {"tokens", "sidecall", "events", "paths", "migrations", "command_base", "tool_names", "timezones", "text"},
-    {"audit", "store", "outputs"},
+    {"tokens", "sidecall", "events", "paths", "transactions", "migrations", "command_base", "tool_names", "timezones", "text"},
+    {"audit", "store", "streamed", "outputs"},
     {"config"},
     {"model", "context", "episodes"},
     {"memory"},

@@ -38,6 +38,8 @@ where a STEP is one of::
                                                        OpenAI: fragments of several calls,
                                                        interleaved, joined by index
     {"raw": "any line"}                                sent as is (SSE: after "data: ")
+    {"pause": 0.02}                                    sends nothing for that many seconds
+                                                       (a slow stream: see :func:`trickled`)
 
 A fault (mid-stream faults send their ``steps`` first)::
 
@@ -112,6 +114,19 @@ def tool_calls(*calls: dict, interleave: bool = True, fragment: int = 4) -> dict
 def raw(line: str) -> dict:
     """A line sent as is."""
     return {"raw": line}
+
+
+def pause(seconds: float) -> dict:
+    """A step that sends nothing for ``seconds`` (keep it small: a slow stream, not a wait)."""
+    return {"pause": seconds}
+
+
+def trickled(pieces: Iterable[str], every: float, **kw: Any) -> dict:
+    """A reply that sends each of ``pieces`` as a text chunk, ``every`` seconds apart."""
+    steps: list[dict] = []
+    for piece in pieces:
+        steps += [pause(every), text(piece)]
+    return reply(*steps, **kw)
 
 
 def reply(*steps: dict | str, finish: str = "stop", usage: tuple[int, int] | None = (10, 5)) -> dict:
@@ -415,6 +430,10 @@ class FakeServer:
             return
         self.begin_stream(h, body)
         for step in entry.get("steps", []):
+            if "pause" in step:
+                if self._stop.wait(float(step["pause"])):
+                    h.drop()
+                continue
             self.send_step(h, step, body)
         if kind is None:
             self.send_finish(h, entry, body)
