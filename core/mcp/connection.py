@@ -113,6 +113,9 @@ class RemoteTool:
 
 
 def _line(exc: BaseException) -> str:
+    """One line for ``exc``: the first exception inside a group (the SDK's task groups wrap them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
     text = " ".join(str(exc).split())
     return text[:300] or type(exc).__name__
 
