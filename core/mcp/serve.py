@@ -22,8 +22,8 @@ conversation, until the server stops; turns of one conversation run one at
 a time.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: the SDK reads the tools'
+# annotations to make their schemas, and they name types imported lazily.
 import asyncio
 import json
 from typing import Any, Awaitable, Callable
