@@ -240,3 +240,39 @@ def test_a_bad_entry_is_a_config_error_naming_the_key(wisp_home: Path, tmp_path:
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0
     assert 'mcpServers.git.args expects a list of strings, such as ["mcp-server-git"]; got "mcp-server-git"' in r.stderr
+
+
+async def test_a_remote_server_over_streamable_http_gets_its_headers(ollama_home, tmp_path: Path, monkeypatch) -> None:
+    import socket
+    import time
+
+    home, srv = ollama_home
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).resolve().parent.parent / "support" / "mcp_http_server.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # poll until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "the HTTP MCP server did not start"
+                time.sleep(0.05)
+        monkeypatch.setenv("REMOTE_TOKEN", "t0ken")
+        add_config(home, {"mcpServers": {"remote": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp",
+                                                    "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"}}}})
+        srv.push(*call_turn("mcp__remote__whoami"))
+        async with await Session.open(SessionOptions(workdir=tmp_path, tools=["mcp__remote"],
+                                                     transport="ask")) as session:
+            assert session.tools.names == ["mcp__remote__whoami"]
+            assert await session.connect()
+            items = await run(session, "who am I?")
+        result = next(e for e in items if isinstance(e, ev.ToolResult))
+        assert result.ok and result.content == "authorization=Bearer t0ken"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
