@@ -276,3 +276,17 @@ async def test_a_remote_server_over_streamable_http_gets_its_headers(ollama_home
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+async def test_mcp_tools_are_chosen_like_any_tool_in_agents_md_and_config(mcp_home, tmp_path: Path) -> None:
+    home, srv, pidfile = mcp_home
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "AGENTS.md").write_text('# Project\n\ntools: ["read_file", "mcp__t__status"]\n')
+    async with await Session.open(SessionOptions(workdir=project, transport="ask")) as session:
+        assert session.tool_choice.source == "AGENTS.md"
+        assert session.tools.names == ["read_file", "mcp__t__status"]
+    add_config(home, {"tools": {"enabled": ["mcp__t__picture", "system_info"]}})
+    async with await Session.open(SessionOptions(workdir=tmp_path, transport="ask")) as session:
+        assert session.tool_choice.source == "config"
+        assert session.tools.names == ["system_info", "mcp__t__picture"]  # wisp's own first, then the servers'
