@@ -50,7 +50,7 @@ async def list_servers(config: Config, workdir: Path) -> list[dict[str, Any]]:
     raw = config.get("mcpServers") or {}
     for name, entry in raw.items():
         if name not in servers.specs and isinstance(entry, dict) and entry.get("disabled") is True:
-            rows.append({"name": name, "transport": "url" if "url" in entry else "stdio",
+            rows.append({"name": name, "transport": "http" if "url" in entry else "stdio",
                          "where": entry.get("url") or entry.get("command"), "state": "disabled", "error": None,
                          "pid": None, "tools": []})
     return rows

@@ -75,6 +75,8 @@ class WispMcp:
         except Exception as exc:  # SessionError and its kin: one line back to the caller
             raise ValueError(str(exc)) from None
         if session.endpoint is None and not await session.connect():
+            if session.conversation_id not in self._sessions:
+                await session.close()
             raise ValueError(f"no model endpoint: {session.endpoint_error}")
         conv = await session.ensure_conversation()
         self._remember(session)
