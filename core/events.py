@@ -157,6 +157,17 @@ class SideCallCost:
 
 
 @dataclass(frozen=True)
+class McpServerFailed:
+    """An MCP server could not answer a tool call: it is missing, crashed,
+    timed out or sent something the protocol does not allow (issue 15,
+    "Lifecycle"). The model got a tool result saying so and the turn goes
+    on; a view shows ``server`` and ``message`` (one line) in its status."""
+
+    server: str
+    message: str
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The turn is over. ``state`` is ``done``, ``stopped``, ``error`` or ``cut``."""
 
@@ -166,7 +177,7 @@ class TurnEnded:
 
 AgentEvent = Union[
     TurnStarted, TextDelta, ThinkingDelta, ReplyRecorded, ToolCall, ToolOutput,
-    ToolResult, Usage, Notice, Error, TurnEnded, FactChanged, SummaryChanged, SideCallCost,
+    ToolResult, Usage, Notice, Error, TurnEnded, FactChanged, SummaryChanged, SideCallCost, McpServerFailed,
 ]
 
 

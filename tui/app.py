@@ -245,7 +245,12 @@ class WispApp(Guarded, App[int]):
         try:
             if isinstance(item, ev.TurnStarted):
                 self.status.conversation = item.conversation
+                self.status.problem = ""
                 self._last_turn_shown = item.turn
+            elif isinstance(item, ev.McpServerFailed):  # issue 15: say which server, and go on
+                self.status.problem = f"MCP server {item.server} failed"
+                item = ev.Notice(f"MCP server {item.server} failed: {item.message}", level="warning",
+                                 key=f"mcp-{item.server}")
             elif isinstance(item, ev.Usage):
                 self.status.prompt_tokens = item.prompt
                 self.status.estimated_tokens = item.calibrated_prompt or item.estimated_prompt
