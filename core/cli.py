@@ -35,6 +35,7 @@ from .context.cli import add_inspect_parser
 from .context.inspect import inspect_context
 from .database import open_store
 from .episodes.cli import add_memory_parser, run_memory
+from .eval.cli import add_eval_parser, run_eval_command
 from .model.sidecall import ConfigSideCall
 from .session import Session, SessionError, SessionOptions
 from .text import TerminalText
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     un.add_argument("key")
     add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
+    add_eval_parser(sub)  # `wisp eval` (issue "wisp eval")
     return p
 
 
@@ -148,6 +150,8 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return run_memory(args, ConfigSideCall, open_store)
         if args.command == "inspect":
             return asyncio.run(_inspect(args))
+        if args.command == "eval":
+            return run_eval_command(args)
     except (ConfigError, UsageError, SessionError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

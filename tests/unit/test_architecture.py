@@ -36,6 +36,7 @@ LAYERS = [
     {"toolset", "agent", "transcript"},
     {"database", "commands"},
     {"session"},
+    {"eval"},
     {"cli"},
 ]
 
