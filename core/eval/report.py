@@ -60,7 +60,8 @@ def format_table(report: EvalReport) -> str:
                              "questions called a tool they must not")
     lines.append("")
     lines.append("Score: the mean of 10 over the runs ± the spread (sample standard deviation). Tokens/request: "
-                 "the mean prompt tokens of the model's requests. Model calls: per run, the agent's requests "
+                 "the mean prompt tokens of the model's requests (the endpoint's count, or wisp's estimate where it "
+                 "gives none). Model calls: per run, the agent's requests "
                  "and wisp's side calls (running summary, refinement, condense).")
     lines.extend(wrong)
     return "\n".join(lines)

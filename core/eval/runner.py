@@ -59,9 +59,9 @@ __all__ = ["EvalOptions", "EvalEndpointError", "Progress", "RunResult", "Cell", 
            "run_eval", "QUICK_MAX_TOKENS", "QUICK_MAX_STEPS", "WORKSPACE"]
 
 #: Reply cap with ``--quick`` (tokens), unless the scenario sets ``model.max_tokens``.
-QUICK_MAX_TOKENS = 96
+QUICK_MAX_TOKENS = 64
 #: Model requests a turn may make with ``--quick``, unless the scenario sets ``agent.max_steps``.
-QUICK_MAX_STEPS = 4
+QUICK_MAX_STEPS = 8
 #: The workspace the runs' exchanges and earlier conversations are captured under
 #: (``$WISP_WORKSPACE`` when set, since the memory verbs default to it).
 WORKSPACE = "wisp-eval"

@@ -46,6 +46,7 @@ shown in the results. A turn with ``"quick": false`` is left out by
 ago`` or ``last WEEKDAY`` (the most recent one before today), then
 optionally ``- Nd`` or ``+ Nd``, then optionally ``HH:MM`` (default
 10:00), in the memory time zone. Its exchanges are two minutes apart.
+``"quick": false`` leaves an earlier conversation out with ``--quick``.
 
 Config keys a scenario may not set, because the run sets them: the
 endpoint (``model.provider``, ``model.endpoint``, ``model.name``,
@@ -151,10 +152,12 @@ class Exchange:
 
 @dataclass(frozen=True)
 class Earlier:
-    """An earlier conversation: ``when`` (as written) and its exchanges."""
+    """An earlier conversation: ``when`` (as written), its exchanges, and
+    ``quick`` false when ``--quick`` leaves it out."""
 
     when: str
     exchanges: tuple[Exchange, ...]
+    quick: bool = True
 
 
 @dataclass(frozen=True)
@@ -178,9 +181,11 @@ class Scenario:
         return [(i, t.question) for i, t in enumerate(self.turns) if t.question is not None]
 
     def quick(self) -> "Scenario":
-        """The short variant: turns marked ``"quick": false`` left out, the
-        ``quick`` config applied over the config."""
+        """The short variant: turns and earlier conversations marked
+        ``"quick": false`` left out, the ``quick`` config applied over the
+        config."""
         return replace(self, turns=tuple(t for t in self.turns if t.quick),
+                       earlier=tuple(e for e in self.earlier if e.quick),
                        config={**self.config, **self.quick_config})
 
 
@@ -328,7 +333,10 @@ def _earlier(obj: Any, where: str) -> tuple[Earlier, ...]:
     out = []
     for k, conv in enumerate(obj):
         at = f"{where}[{k}]"
-        _object(conv, at, ("when", "exchanges", "note"), ("when", "exchanges"))
+        _object(conv, at, ("when", "exchanges", "quick", "note"), ("when", "exchanges"))
+        quick = conv.get("quick", True)
+        if not isinstance(quick, bool):
+            raise _fail(f"{at}.quick", "write true or false")
         when = _text(conv["when"], f"{at}.when", limit=100)
         try:
             parse_when(when, datetime(2025, 1, 1, 12, 0).astimezone())
@@ -343,7 +351,7 @@ def _earlier(obj: Any, where: str) -> tuple[Earlier, ...]:
             _object(ex, ex_at, ("request", "reply"), ("request",))
             items.append(Exchange(_text(ex["request"], f"{ex_at}.request"),
                                   _text(ex.get("reply", ""), f"{ex_at}.reply", empty=True)))
-        out.append(Earlier(when, tuple(items)))
+        out.append(Earlier(when, tuple(items), quick))
     return tuple(out)
 
 

@@ -21,7 +21,7 @@ from wisp.core.config import Config
 from wisp.core.database import open_store
 from wisp.core.eval import EvalOptions, builtin_scenario, builtin_scenarios, run_eval
 from wisp.core.eval.cli import ProgressPrinter
-from wisp.core.eval.runner import Progress
+from wisp.core.eval.runner import QUICK_MAX_TOKENS, Progress
 from tests.support.fakes import FakeOllama
 from tests.support.fakes.scripted import ScriptedModel
 from tests.support.home import write_config
@@ -147,6 +147,14 @@ async def test_a_run_never_touches_the_persons_conversations(perfect) -> None:
             assert (await cur.fetchone())[0] == 0
 
 
+async def test_the_quick_variants_score_ten_too_for_a_perfect_model(perfect) -> None:
+    report = await run_eval(EvalOptions(builtin_scenarios(), runs=1, memory=(True,), quick=True), Config.load())
+    assert {n: c[True].mean for n, _, c in report.results} == dict.fromkeys(
+        ["sustained", "recalling", "noting", "routing", "across"], 10.0)
+    across = next(c for n, _, c in report.results if n == "across")[True].runs[0]
+    assert len(across.refine["memories"]) == 2  # one earlier conversation of two exchanges
+
+
 def test_quick_caps_replies_and_keeps_fewer_turns(perfect, capsys) -> None:
     home, srv, model = perfect
     assert main(["eval", "routing", "--quick", "--runs", "1", "--memory", "on", "--json"]) == 0
@@ -154,7 +162,7 @@ def test_quick_caps_replies_and_keeps_fewer_turns(perfect, capsys) -> None:
     assert data["quick"] is True and data["memory"] == ["on"] and "off" not in data["scenarios"][0]
     assert len(data["scenarios"][0]["on"]["runs"][0]["checks"]) == 2
     agent = [b for b in srv.chat_bodies if b.get("tools")]
-    assert agent and all(b["options"]["num_predict"] == 96 for b in agent)
+    assert agent and all(b["options"]["num_predict"] == QUICK_MAX_TOKENS for b in agent)
 
 
 def test_model_max_tokens_caps_every_reply_of_a_session(perfect, capsys) -> None:

@@ -136,6 +136,7 @@ def test_quick_leaves_out_marked_turns_and_applies_its_config() -> None:
                            turns=[{"prompt": "a", "quick": False}, "b", {"prompt": "q", "answer": "x"}]))
     q = s.quick()
     assert [t.prompt for t in q.turns] == ["b", "q"]
+    assert builtin_scenario("across").quick().earlier == builtin_scenario("across").earlier[2:]
     assert q.config == {"model.context_window": 1024, "context.reserve": 512}
 
 
