@@ -148,3 +148,15 @@ def test_any_bytes_read_without_a_crash(tmp_path_factory: pytest.TempPathFactory
     path.write_bytes(data)
     records, skipped = read_history(path)
     assert skipped + len(records) <= data.count(b"\n") + 1
+
+
+def test_the_readme_shows_a_table_of_the_current_shape() -> None:
+    from tests.support.home import ROOT
+
+    readme = (ROOT / "README.md").read_text().splitlines()
+    at = readme.index("<!-- eval-table -->")
+    shown = [line for line in readme[at + 1:at + 10] if line.startswith("|")]
+    made = [line for line in format_table(report(("sustained", [1.0], [2.0]))).splitlines() if line.startswith("|")]
+    assert shown[:2] == made[:2]
+    assert [row.split(" | ")[0] for row in shown[2:]] == ["| sustained", "| recalling", "| noting", "| routing",
+                                                          "| across"]
