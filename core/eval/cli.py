@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -46,7 +47,7 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
                     "wisp home and working directory: your conversations and memories are never touched. "
                     "`wisp eval history` lists past evaluations.")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help=f"scenarios to run (default: all built-in: {', '.join(builtin_names())}); "
+                   help="scenarios to run (default: every built-in one; --list shows them), "
                         "or `history` to list past evaluations")
     p.add_argument("--runs", type=int, default=3, metavar="N", help="runs of each scenario and setting (default 3)")
     p.add_argument("--memory", choices=("on", "off", "both"), default="both",
@@ -64,7 +65,13 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
 
 class ProgressPrinter:
     """Writes :class:`~wisp.core.eval.runner.Progress` to ``stream``: on a
-    terminal one line rewritten in place, else one line per step."""
+    terminal one line rewritten in place, else one line per step.
+
+    On a terminal the line goes straight to the stream's file descriptor:
+    wisp's terminal-safe wrapper (:class:`wisp.core.text.TerminalText`)
+    drops a lone carriage return, which is what rewrites the line. The line
+    holds only wisp's own words, numbers and a scenario's name (lowercase
+    letters, digits and ``-``), so nothing in it can act on the terminal."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -83,11 +90,23 @@ class ProgressPrinter:
         line = f"wisp eval: {text}"
         if self.tty:
             pad = " " * max(0, self._width - len(line))
-            self.stream.write("\r" + line + pad + ("\n" if p.stage == "done" else ""))
+            self._raw("\r" + line + pad + ("\n" if p.stage == "done" else ""))
             self._width = 0 if p.stage == "done" else len(line)
         else:
             self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def _raw(self, text: str) -> None:
         self.stream.flush()
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+            self.stream.write(text)
+            self.stream.flush()
+            return
+        data = text.encode(getattr(self.stream, "encoding", None) or "utf-8", "replace")
+        while data:
+            data = data[os.write(fd, data):]
 
 
 def _choose(args: argparse.Namespace) -> list[Scenario]:

@@ -362,7 +362,7 @@ async def run_once(scenario: Scenario, memory: bool, run: int, runs: int, person
     endpoint goes away."""
     result = RunResult(scenario.name, memory, run)
     started = time.monotonic()
-    report = lambda p: progress(p) if progress is not None else None  # noqa: E731
+    tell = lambda p: progress(p) if progress is not None else None  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="wisp-eval-", ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         home = ensure_private_dir(root / "home")
@@ -377,12 +377,12 @@ async def run_once(scenario: Scenario, memory: bool, run: int, runs: int, person
                 raise EvalEndpointError(f"no model endpoint: {session.endpoint_error}")
             turns = scenario.turns
             if scenario.earlier:
-                report(Progress(scenario.name, memory, run, runs, 0, len(turns), "refine"))
+                tell(Progress(scenario.name, memory, run, runs, 0, len(turns), "refine"))
                 result.refine = await _seed_earlier(session, scenario, side)
                 for line in result.refine.get("errors") or []:
                     result.errors.append(f"refine: {line}")
             for k, turn in enumerate(turns):
-                report(Progress(scenario.name, memory, run, runs, k + 1, len(turns)))
+                tell(Progress(scenario.name, memory, run, runs, k + 1, len(turns)))
                 outcome = await _run_turn(session, turn.prompt, result)
                 if turn.question is not None:
                     result.checks.append(check_question(k, turn.prompt, turn.question, outcome.reply,
@@ -391,7 +391,7 @@ async def run_once(scenario: Scenario, memory: bool, run: int, runs: int, person
     result.side_call_tokens = side.prompt_tokens
     result.score = run_score(result.checks)
     result.seconds = time.monotonic() - started
-    report(Progress(scenario.name, memory, run, runs, len(scenario.turns), len(scenario.turns), "done",
+    tell(Progress(scenario.name, memory, run, runs, len(scenario.turns), len(scenario.turns), "done",
                     result.score))
     return result
 

@@ -155,6 +155,13 @@ async def test_the_quick_variants_score_ten_too_for_a_perfect_model(perfect) -> 
     assert len(across.refine["memories"]) == 2  # one earlier conversation of two exchanges
 
 
+async def test_earlier_conversations_are_found_whatever_wisp_workspace_says(perfect, monkeypatch) -> None:
+    monkeypatch.setenv("WISP_WORKSPACE", "my-project")  # the memory verbs' default filter
+    report = await run_eval(EvalOptions([builtin_scenario("across")], runs=1, memory=(True,), quick=True),
+                            Config.load())
+    assert report.results[0][2][True].mean == 10.0
+
+
 def test_quick_caps_replies_and_keeps_fewer_turns(perfect, capsys) -> None:
     home, srv, model = perfect
     assert main(["eval", "routing", "--quick", "--runs", "1", "--memory", "on", "--json"]) == 0
