@@ -158,5 +158,5 @@ def test_the_readme_shows_a_table_of_the_current_shape() -> None:
     shown = [line for line in readme[at + 1:at + 10] if line.startswith("|")]
     made = [line for line in format_table(report(("sustained", [1.0], [2.0]))).splitlines() if line.startswith("|")]
     assert shown[:2] == made[:2]
-    assert [row.split(" | ")[0] for row in shown[2:]] == ["| sustained", "| recalling", "| noting", "| routing",
-                                                          "| across"]
+    assert [row.split(" | ")[0] for row in shown[2:7]] == ["| sustained", "| recalling", "| noting", "| routing",
+                                                           "| across"]
