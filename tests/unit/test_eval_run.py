@@ -80,7 +80,8 @@ async def test_a_model_that_uses_its_tools_perfectly_scores_ten_with_memory_on(p
     assert set(scores.values()) == {10.0}, {n: failed(report, n, True) for n in scores}
     for name, _, cells in report.results:
         run = cells[True].runs[0]
-        assert run.agent_requests > len(builtin_scenario(name).turns)  # it called tools
+        if name in REFERENCE:
+            assert run.agent_requests > len(builtin_scenario(name).turns)  # it called tools
         assert cells[True].tokens_per_request and cells[True].tokens_per_request > 100
         assert run.model_calls == run.agent_requests + run.side_calls
     across = next(c for n, _, c in report.results if n == "across")[True].runs[0]
