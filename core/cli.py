@@ -38,6 +38,7 @@ from .context.inspect import inspect_context
 from .database import open_store
 from .episodes.cli import add_memory_parser, run_memory
 from .mcp.cli import add_mcp_parser, run_mcp
+from .eval.cli import add_eval_parser, run_eval_command
 from .model.sidecall import ConfigSideCall
 from .session import Session, SessionError, SessionOptions
 from .text import TerminalText
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
     add_mcp_parser(sub)  # `wisp mcp list|serve` (issue 15)
+    add_eval_parser(sub)  # `wisp eval` (issue "wisp eval")
     return p
 
 
@@ -154,6 +156,8 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return asyncio.run(_inspect(args))
         if args.command == "mcp":
             return run_mcp(args, _mcp_opener(args))
+        if args.command == "eval":
+            return run_eval_command(args)
     except (ConfigError, UsageError, SessionError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -257,6 +257,8 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("model.reply_timeout_s", "float", 900.0, minimum=0, exclusive_min=True, unit="seconds",
               example="900",
               help="the longest a whole reply may take, even while the server keeps the connection alive"),
+        _spec("model.max_tokens", "int", None, optional=True, minimum=1, unit="tokens", example="1024",
+              help="the most tokens one reply may have; unset leaves it to the endpoint"),
         _spec("agent.max_steps", "int", 20, minimum=1, example="20",
               help="model requests in one turn, at most"),
         _spec("tools.enabled", "list", ["read_file", "system_info"], example='["read_file","system_info"]',

@@ -244,7 +244,8 @@ class Session:
 
     def _settings(self) -> AgentSettings:
         return AgentSettings(max_steps=int(self.config.get("agent.max_steps")),
-                             think=str(self.config.get("model.think")))
+                             think=str(self.config.get("model.think")),
+                             max_tokens=self.config.get("model.max_tokens"))
 
     # -- opening and closing -----------------------------------------------------
 

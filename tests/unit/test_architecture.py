@@ -38,6 +38,7 @@ LAYERS = [
     {"toolset", "agent", "transcript", "mcp"},
     {"database", "commands"},
     {"session"},
+    {"eval"},
     {"cli"},
 ]
 

@@ -114,6 +114,7 @@ EXPECTED_DEFAULTS = {
     "model.timeout_s": 120.0,
     "model.load_wait_s": 60.0,
     "model.reply_timeout_s": 900.0,
+    "model.max_tokens": None,
     "agent.max_steps": 20,
     "tools.enabled": ["read_file", "system_info"],
     "tools.read_file.allow_outside_workdir": False,

@@ -78,7 +78,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 DEFAULT_MODELS = ["wisp-fake:latest", "wisp-fake-2:latest"]
 OPENAI_DEFAULT_MODELS = ["wisp-fake", "wisp-fake-2"]
@@ -286,7 +286,10 @@ class FakeServer:
     ``script``: the queue of script entries; ``models``: names listed by the
     model-list endpoint; ``check_model``: answer unknown models with the
     protocol's 404 (off by default, so any model name works); ``port``: 0 for
-    a free one; ``context_length``: what Ollama's ``/api/show`` reports (tokens).
+    a free one; ``context_length``: what Ollama's ``/api/show`` reports (tokens);
+    ``responder``: a function of the decoded chat request body returning a
+    script entry, used when the script is empty instead of the default
+    reply (a model that answers by rule: :mod:`tests.support.fakes.scripted`).
 
     ``requests`` records every request as ``{"method", "path", "body",
     "headers"}``; ``chat_bodies`` holds the decoded bodies of chat requests.
@@ -304,8 +307,10 @@ class FakeServer:
         port: int = 0,
         host: str = "127.0.0.1",
         context_length: int = 8192,
+        responder: Callable[[Any], dict] | None = None,
     ) -> None:
         self.script: collections.deque[dict] = collections.deque(script or [])
+        self.responder = responder
         self.models = list(models) if models is not None else list(self.default_models())
         self.check_model = check_model
         self.context_length = context_length
@@ -378,7 +383,7 @@ class FakeServer:
         """Take the next script entry for a chat request (503 entries stay until used up)."""
         with self._lock:
             if not self.script:
-                return self.default_reply(body)
+                return self.responder(body) if self.responder is not None else self.default_reply(body)
             entry = self.script[0]
             if entry.get("fault") == "unavailable":
                 if self._unavailable_served < int(entry.get("times", 1)):
