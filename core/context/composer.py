@@ -76,10 +76,12 @@ CONTEXT_RULE = (
     "below are kept up to date for you; rely on them."
 )
 #: The rule only a conversation with the memory tool gets (wisp-memory-tool.txt,
-#: "When a conversation has it").
+#: "When a conversation has it"); its last sentence names the episodic verbs, which the
+#: tool's own guide (the reference's words) does not, so that a model can find earlier
+#: conversations' memories (enso-episodic-memory.txt, "Recall when relevant").
 MEMORY_RULE = (
-    'This conversation has a memory tool: call memory with "recall entry N" to see an output a '
-    'reference stands for, or with "note SUBJECT NAME = VALUE" to keep a fact.'
+    'This conversation has a memory tool: "recall entry N" shows an output a reference stands for, '
+    '"note SUBJECT NAME = VALUE" keeps a fact, "memories WORDS" searches earlier conversations.'
 )
 #: The value a fact had before its current version is shown up to this many characters.
 PREVIOUS_CHARS = 200
