@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..sidecall import SideCall, SideCallError, read_json_object
-from ..statements import decision_sentences
+from ..statements import statements
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
@@ -209,18 +209,11 @@ def item_sources(entries: list[Any]) -> dict[Item, int | None]:
 
 
 def person_decisions(turn: int, entries: list[Any]) -> list[str]:
-    """The person's own statements of decisions in a turn's prompts: the
-    sentences that say what was decided, preferred or ruled out
-    (``we'll keep invoices in SQLite``), each as ``turn N: "…"``."""
-    out: list[str] = []
-    for e in entries:
-        if e.kind != "prompt":
-            continue
-        for s in decision_sentences(e.content or ""):
-            if len(s) > DECISION_CHARS:
-                s = s[: DECISION_CHARS - 1].rstrip() + "…"
-            out.append(f'turn {turn}: "{s}"')
-    return out
+    """The person's own statements of decisions in a turn's prompts
+    (:func:`wisp.core.statements.statements`: what was decided,
+    preferred, ruled out or named), each as ``turn N: "…"``."""
+    return [f'turn {turn}: "{s}"' for e in entries if e.kind == "prompt"
+            for s in statements(e.content or "", limit=DECISION_CHARS)]
 
 
 def previous_decisions(version: SummaryVersion) -> list[str]:
