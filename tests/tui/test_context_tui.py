@@ -109,7 +109,10 @@ async def test_summary_panel_follows_the_running_summary(wisp_home: Path, tmp_pa
             for n in range(8):
                 await send(pilot, app, f"question {n} about src/m{n}.py " + "padding " * 80)
             await until(pilot, lambda: "version" in bar.summary_panel.plain, "the summary panel")
-            assert "covers turns 1" in bar.summary_panel.plain and "T1: question 0" in bar.summary_panel.plain
+            # the version in effect first: the turns it covers, the identifiers it keeps, what the model wrote
+            plain = bar.summary_panel.plain
+            assert plain.startswith("version ") and " · turns 1–" in plain.splitlines()[0], plain
+            assert "keeps " in plain and "src/m0.py" in plain and "T1: question 0" in plain, plain
             screenshot(app, "context-summary")
 
 
