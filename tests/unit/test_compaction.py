@@ -209,6 +209,25 @@ async def test_a_failed_side_call_previews_wisps_summary_alone(wisp_home: Path, 
     assert "src/pay/charge.py" in d.text and "PAY-402" in d.text
 
 
+@pytest.mark.parametrize("empty", ["", '{"summary": "", "decisions": [], "open": []}', "  \n"])
+async def test_an_empty_summary_is_asked_again_then_written_by_wisp(wisp_home: Path, srv, tmp_path: Path,
+                                                                    empty: str) -> None:
+    """The fallback for an empty reply (issue "Compaction you can see and trust", "Structured side calls"):
+    asked once more, then wisp's part stands alone and keeps every identifier; nothing is dropped."""
+    configure(wisp_home, srv)
+    side = ScriptedSideCall(default=lambda record: empty)
+    async with await opened(tmp_path, side) as s:
+        await chat(s, PROMPTS)
+        preview = (await run_command(s, "/compact")).data
+        version = await apply_compaction(s.context, preview)
+    assert len(side.calls) == 2  # the first answer and the one retry
+    d = preview.draft
+    assert d.model is None and d.model_part == "" and d.completion == d.text
+    for ident in ("src/pay/charge.py", "tests/test_pay.py::test_refund_rounding", "PAY-402", "3f9a2c1b"):
+        assert ident in d.text and ident in version.text, ident
+    assert "We'll fix the payment bug in src/pay/charge.py first." in d.text  # the person's own decision
+
+
 async def test_compact_undo_restores_the_previous_version_down_to_none(wisp_home: Path, srv, tmp_path: Path) -> None:
     configure(wisp_home, srv)
     async with await opened(tmp_path, SummarisingSideCall()) as s:
