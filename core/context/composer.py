@@ -43,7 +43,7 @@ from typing import Any
 from .facts import Fact, FactBook
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from .task import task_visible
-from ..tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
+from ..tokens import MESSAGE_OVERHEAD, chars_per_token, estimate_messages, estimate_tokens
 from .turns import ToolFlags, render_turn
 
 __all__ = ["LAYERS", "CONTEXT_RULE", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
@@ -403,7 +403,7 @@ def fit_outputs(entries: list[Any], room: int, ratio: float, flags: ToolFlags) -
 def _cut_output(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
     """``entry``'s output within about ``tokens``: head (60 %) and tail (40 %) lines."""
     lines = (entry.content or "").split("\n")
-    chars = int(tokens * CHARS_PER_TOKEN / (ratio or 1.0))
+    chars = int(tokens * chars_per_token(entry.content or "") / (ratio or 1.0))
     head: list[str] = []
     used = 0
     for line in lines:
