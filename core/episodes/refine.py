@@ -644,13 +644,9 @@ async def refine_with_config(store: Any, config: Any, *, trigger: str = "cli") -
 
     async def provider() -> tuple[Any, int | None]:
         c = config
-        settings = EndpointSettings(
-            provider=c.get("model.provider"), endpoint=c.get("model.endpoint"), name=c.get("model.name"),
-            api_key_env=c.get("model.api_key_env"), gguf=c.get("model.gguf"),
-            timeout_s=float(c.get("model.timeout_s")), load_wait_s=float(c.get("model.load_wait_s")))
-        r = await resolve_endpoint(settings)
+        r = await resolve_endpoint(EndpointSettings.from_config(c))
         resolved.append(r)
-        window = c.get("model.context_window") or r.context_window
+        window = r.context_window or c.get("model.context_window")
         if window is None:
             try:
                 window = await r.endpoint.context_length()
