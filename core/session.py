@@ -20,6 +20,7 @@ from .audit import AuditLog
 from .config import Config
 from .model import base as mb
 from .model.resolve import EndpointSettings, resolve_endpoint
+from .tool_modes import apply_tool_mode
 from .store import Store
 from .agents_md import load_agents_md
 from .tools import ToolRegistry, build_registry
@@ -170,14 +171,9 @@ class Session:
         await self.close()
 
     def endpoint_settings(self) -> EndpointSettings:
-        """The endpoint settings from config ``model.*``."""
-        c = self.config
-        return EndpointSettings(
-            provider=c.get("model.provider"), endpoint=c.get("model.endpoint"),
-            name=c.get("model.name"), api_key_env=c.get("model.api_key_env"),
-            gguf=c.get("model.gguf"), timeout_s=float(c.get("model.timeout_s")),
-            load_wait_s=float(c.get("model.load_wait_s")),
-        )
+        """The endpoint settings from config ``model.*`` (and the data dir, where the
+        shared embedded server keeps its files)."""
+        return EndpointSettings.from_config(self.config)
 
     async def connect(self, on_status: Callable[[str], Any] | None = None) -> bool:
         """Resolve the endpoint (which may start the embedded server) and the
@@ -192,17 +188,19 @@ class Session:
             self.endpoint_label = "no endpoint"
             return False
         self._resolved = resolved
-        self.endpoint = resolved.endpoint
+        # tools reach the model natively or by the prompted protocol (issue 10)
+        self.endpoint = apply_tool_mode(resolved.endpoint, self.config.get("model.tool_mode"))
         self.endpoint_label = resolved.label
         self.model_name = resolved.endpoint.model
-        window = self.config.get("model.context_window") or resolved.context_window
+        # the embedded server's n_ctx wins: it cannot take more (issue 10)
+        window = resolved.context_window or self.config.get("model.context_window")
         if window is None:
             try:
                 window = await resolved.endpoint.context_length()
             except mb.EndpointError:
                 window = None
         self.context_window = int(window or DEFAULT_CONTEXT_WINDOW)
-        self.agent.endpoint = resolved.endpoint
+        self.agent.endpoint = self.endpoint
         self.agent.settings.context_window = self.context_window
         self.endpoint_error = None
         return True
@@ -232,6 +230,8 @@ class Session:
         conversation = await self.ensure_conversation()
         self.agent.settings.max_steps = int(self.config.get("agent.max_steps"))
         self.agent.settings.think = str(self.config.get("model.think"))
+        if self.endpoint is not None:
+            apply_tool_mode(self.endpoint, self.config.get("model.tool_mode"))
         owner = await self.store.running_elsewhere(conversation)
         if owner is not None:
             yield ev.Error("busy", f"Conversation {conversation} has a turn running in another wisp "

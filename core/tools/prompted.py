@@ -292,22 +292,26 @@ def _gbnf_value(spec: Any) -> str:
     return {"string": "str", "integer": "int", "number": "num", "boolean": "bool"}.get(str(spec.get("type")), "value")
 
 
-def tool_grammar(schemas: Iterable[dict[str, Any]]) -> str | None:
+def tool_grammar(schemas: Iterable[dict[str, Any]], *, allow_text: bool = True) -> str | None:
     """A GBNF grammar (llama.cpp's ``grammar`` request field) for a reply under
-    this protocol: either plain text that does not start with ``<``, or exactly
-    one block whose JSON names an offered tool and gives its required
-    arguments (then its optional ones, each or not, in schema order) with
-    the right JSON types. ``None`` for no tools.
+    this protocol: either plain text that does not start with ``<`` (only with
+    ``allow_text``), or exactly one block whose JSON names an offered tool and
+    gives its required arguments (then its optional ones, each or not, in
+    schema order) with the right JSON types. ``None`` for no tools.
 
     With it, every block the model opens is a well-formed call: on
     SmolLM2-135M, 16 of 30 prompts that called for a tool gave a well-formed
-    call, against 7 of 30 without it (benchmarks/tool_calls_smollm2.py), at
-    the price of slower sampling (about 1.4× the time a token).
+    call, against 7 of 30 without it (benchmarks/tool_calls_smollm2.py). But
+    llama.cpp checks every token of the reply against it, which made text
+    replies two to three times slower; so wisp sends it with
+    ``allow_text=False`` only to rewrite a block that came out malformed
+    (:class:`wisp.core.tool_modes.ToolModeEndpoint`), on a prompt the server
+    has just cached.
     """
     fns = [fn for fn in (_function(s) for s in schemas or []) if fn.get("name")]
     if not fns:
         return None
-    rules = ["root ::= call | text", 'text ::= [^<] [^\\x00]*']
+    rules = ["root ::= call | text", 'text ::= [^<] [^\\x00]*'] if allow_text else ["root ::= call"]
     alts = []
     for i, fn in enumerate(fns):
         params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
@@ -495,6 +499,19 @@ class PromptedParser:
             out.append(Shown(text))
 
 
+def call_problem(call: PromptedCall, schemas: Iterable[dict[str, Any]]) -> str | None:
+    """Why ``call`` cannot be run as written, or ``None``: a block that did not
+    decode, a tool that was not offered, or a required argument left out."""
+    if call.raw is not None:
+        return "the block is not valid JSON"
+    fns = {fn["name"]: fn for fn in (_function(s) for s in schemas or []) if fn.get("name")}
+    if call.name not in fns:
+        return f"no tool named {call.name!r} was offered"
+    params = fns[call.name].get("parameters") if isinstance(fns[call.name].get("parameters"), dict) else {}
+    missing = [p for p in (params.get("required") or []) if p not in call.arguments]
+    return f"{call.name} needs {', '.join(missing)}" if missing else None
+
+
 def parse_reply(text: str) -> tuple[str, list[PromptedCall]]:
     """Read a whole reply at once: ``(shown_text, calls)``."""
     parser = PromptedParser()
@@ -505,5 +522,5 @@ def parse_reply(text: str) -> tuple[str, list[PromptedCall]]:
 
 __all__ = [
     "OPEN_TAG", "CLOSE_TAG", "Shown", "PromptedCall", "PromptedParser", "render_tools", "render_call",
-    "render_result", "example_messages", "to_prompted_messages", "tool_grammar", "parse_block", "parse_reply",
+    "render_result", "example_messages", "to_prompted_messages", "tool_grammar", "call_problem", "parse_block", "parse_reply",
 ]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from wisp.core.tools.prompted import (
-    CLOSE_TAG, OPEN_TAG, PromptedCall, PromptedParser, Shown, example_messages, parse_block, parse_reply,
+    CLOSE_TAG, OPEN_TAG, PromptedCall, call_problem, PromptedParser, Shown, example_messages, parse_block, parse_reply,
     render_call, render_tools, to_prompted_messages, tool_grammar,
 )
 
@@ -205,6 +205,15 @@ def test_the_grammar_allows_one_offered_tool_with_its_arguments() -> None:
     assert rules["tool0"] == ('"\\"read_file\\", \\"arguments\\": {" "\\"path\\": " str ( ", \\"limit\\": " int )? "}"')
     assert rules["tool1"] == '"\\"system_info\\", \\"arguments\\": {" "\\"topic\\": " ( "\\"memory\\"" | "\\"cpu\\"" ) "}"'
     assert tool_grammar([]) is None
+    only_calls = tool_grammar([READ_FILE], allow_text=False)
+    assert only_calls.startswith("root ::= call\n") and "text ::=" not in only_calls
+
+
+def test_call_problems() -> None:
+    assert call_problem(PromptedCall("read_file", {"path": "a"}), [READ_FILE]) is None
+    assert call_problem(PromptedCall("read_file", {}), [READ_FILE]) == "read_file needs path"
+    assert call_problem(PromptedCall("list_files", {}), [READ_FILE]) == "no tool named 'list_files' was offered"
+    assert call_problem(PromptedCall("read_file", {}, "{bad"), [READ_FILE]) == "the block is not valid JSON"
 
 
 def test_the_grammar_compiles_in_llama_cpp() -> None:
