@@ -265,14 +265,16 @@ async def _answers(client: httpx.AsyncClient, base_url: str) -> str | None:
 
 
 async def _wait_ready(state_dir: Path, deadline: float, died: Callable[[], str | None],
-                      pid: int | None, log_path: Path) -> dict[str, Any]:
-    """Poll until ``server.json`` names a server (``pid`` if given) that answers
-    ``GET /v1/models``; raise with the log's tail when ``died()`` says why the
-    server is gone, or when the deadline passes."""
+                      pid: Callable[[], int | None], log_path: Path) -> dict[str, Any]:
+    """Poll until ``server.json`` names the server ``pid()`` says (read afresh each
+    time: the lock's holder) and that server answers ``GET /v1/models``; raise
+    with the log's tail when ``died()`` says why the server is gone, or when the
+    deadline passes."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(2.0), trust_env=False) as client:
         while True:
             info = read_info(state_dir)
-            if info is not None and (pid is None or info.get("pid") == pid):
+            expected = pid()
+            if info is not None and expected is not None and info.get("pid") == expected:
                 model = await _answers(client, str(info["base_url"]))
                 if model is not None:
                     info["model"] = model or info.get("model")
@@ -376,7 +378,7 @@ class EmbeddedServer:
                 self._state_dir, time.monotonic() + self.start_timeout_s,
                 lambda: None if proc.returncode is None
                 else f"llama.cpp's server exited with code {proc.returncode} while starting.",
-                proc.pid, self.log_path)
+                lambda: proc.pid, self.log_path)
         except BaseException:
             await self.stop()
             raise
@@ -597,7 +599,7 @@ async def _find_live(state_dir: Path, deadline: float, log_path: Path) -> dict[s
     if not lock_held(state_dir):
         return None
     try:
-        return await _wait_ready(state_dir, deadline, lambda: _gone(state_dir), lock_pid(state_dir), log_path)
+        return await _wait_ready(state_dir, deadline, lambda: _gone(state_dir), lambda: lock_pid(state_dir), log_path)
     except EmbeddedServerError:
         if lock_held(state_dir):
             raise
@@ -639,7 +641,7 @@ async def ensure_shared_server(
             elif code != 0:
                 raise _fail(f"llama.cpp's server exited with code {code} while starting.", log_path)
             if info is None:
-                info = await _wait_ready(state, deadline, lambda: _gone(state), lock_pid(state), log_path)
+                info = await _wait_ready(state, deadline, lambda: _gone(state), lambda: lock_pid(state), log_path)
                 started = True
     return SharedServer(spec, data, start_timeout_s, base_url=str(info["base_url"]),
                         model=str(info.get("model") or spec.gguf.stem), pid=info.get("pid"), started_here=started)

@@ -235,6 +235,12 @@ def rotate_log(path: Path, max_bytes: int, keep: int) -> bool:
 # --- main ------------------------------------------------------------------
 
 
+def _name_holder(lock_fd: int, pid: int) -> None:
+    """Write the pid of the lock's holder into the lock file (which wisp reads)."""
+    os.ftruncate(lock_fd, 0)
+    os.pwrite(lock_fd, f"{pid}\n".encode(), 0)
+
+
 def _write_info(state: Path, info: dict[str, Any]) -> None:
     tmp = state / f".{INFO_NAME}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -279,12 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     except BlockingIOError:
         print(f"wisp: another embedded server holds {state / LOCK_NAME}; this one exits.", file=sys.stderr)
         return EXIT_BUSY
+    holder = os.getpid()
     if args.detach:
-        if os.fork() > 0:
+        child = os.fork()
+        if child > 0:
+            _name_holder(lock_fd, child)  # before exiting, so the starter reads the right pid
             os._exit(0)  # the child holds the lock (flock locks belong to the open file, shared by fork)
         os.setsid()
-    os.ftruncate(lock_fd, 0)  # the lock file names its holder
-    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    else:
+        _name_holder(lock_fd, holder)
     print(f"wisp: embedded server {os.getpid()} starting: {args.model} n_ctx={args.n_ctx} "
           f"chat_format={args.chat_format or 'template'} idle_s={args.idle_s:g}", file=sys.stderr, flush=True)
 
