@@ -21,8 +21,9 @@ Modes (config ``model.tool_mode``):
   :func:`~wisp.core.tools.prompted.tool_grammar` (``allow_text=False``), which
   only allows a well-formed call: the server has the prompt in its cache, so
   this costs the few tokens of the call. (Sending the grammar with every
-  request gives the same calls but makes every text reply two to three times
-  slower: llama.cpp checks each token against it.)
+  request gives the same calls but makes every text reply about 1.3 times
+  slower: llama.cpp checks each token against it. Text replies are most
+  replies; a malformed block is the rarer case.)
 * ``auto`` (the default): prompted where the server drops tools, native
   elsewhere. The embedded server knows its own (its template drops them);
   another OpenAI-compatible server is asked once (:meth:`probe_tools`: the

@@ -228,8 +228,9 @@ async def _start_embedded(
                 await result
         await server.start(s.gguf)
     try:
-        endpoint = EmbeddedEndpoint(server, name=s.name, on_status=on_status, timeout_s=s.timeout_s,
-                                    load_wait_s=s.load_wait_s)
+        # a restart after an idle stop takes a second or two and says nothing (on_status is
+        # for the first start: the TUI shows its line until the connection is made)
+        endpoint = EmbeddedEndpoint(server, name=s.name, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s)
         if not endpoint.model:
             await _pick_model(endpoint, None, OPENAI_EMPTY_HINT)
     except BaseException:
