@@ -66,7 +66,7 @@ __all__ = [
     "CLAIM_LEASE", "INSTRUCTIONS", "RefineFormatError", "Candidate", "Batch", "ParsedMemory",
     "RefineReport", "group_key", "excerpt", "batch_limits", "plan_batch", "build_messages",
     "parse_reply", "read_memories", "batch_statements", "strict_messages", "MEMORY_SCHEMA", "STRICT_SCHEMA",
-    "Refiner", "refine_with_config", "refine_in_session", "read_status",
+    "Refiner", "refine_with", "read_status",
 ]
 
 #: How often the TUI runs refinement (seconds): the reference's 15 minutes.
