@@ -724,6 +724,10 @@ class EmbeddedEndpoint(OpenAIEndpoint):
 
     display_name = "The embedded llama.cpp server"
     accepts_grammar = True
+    #: The shaped output the server takes, in order (:func:`wisp.core.model.sidecall.forms_for`):
+    #: llama-cpp-python validates ``response_format.type`` as ``text`` or ``json_object`` (with a
+    #: ``schema``) and answers ``json_schema`` with an HTTP 500, so a side call asks its way first.
+    shape_forms = ("json_object", "plain")
     TOKENIZE_PATHS = ("/extras/tokenize/count",)
 
     def __init__(self, server: "SharedServer | EmbeddedServer", *, name: str | None = None,

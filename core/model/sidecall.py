@@ -44,7 +44,13 @@ def forms_for(endpoint: Any) -> tuple[str, ...]:
     """The forms of shaped output to try with ``endpoint``, in order
     (:data:`wisp.core.sidecall.SHAPE_FORMS`): an OpenAI-compatible server
     ``json_schema``, then ``json_object``, then ``plain``; Ollama ``format``,
-    then ``plain``; anything else ``plain``."""
+    then ``plain``; anything else ``plain``. An endpoint that knows its
+    server's forms says so in ``shape_forms`` (a tuple; the embedded
+    llama-cpp-python server's is ``("json_object", "plain")``), so that a
+    new server's first shaped side call is not a refusal."""
+    declared = getattr(endpoint, "shape_forms", None)
+    if isinstance(declared, tuple) and declared:
+        return declared
     provider = getattr(endpoint, "provider", "")
     if provider == "openai":
         return ("json_schema", "json_object", "plain")

@@ -98,6 +98,25 @@ async def test_llama_cpp_python_refusing_json_schema_gets_json_object_and_it_is_
     assert rows[0]["form"] == "json_object" and "json_schema refused" in rows[0]["reason"]
 
 
+async def test_an_endpoint_that_knows_its_forms_is_asked_that_way_first() -> None:
+    """The embedded server (llama-cpp-python) takes json_object: its endpoint says so, so a new
+    server's first shaped side call is not a refusal; through the tool-mode wrapper too."""
+    from wisp.core.model.embedded import EmbeddedEndpoint
+    from wisp.core.model.sidecall import forms_for
+    from wisp.core.model.tool_modes import ToolModeEndpoint
+
+    assert EmbeddedEndpoint.shape_forms == ("json_object", "plain")
+    with FakeOpenAI([reply(text('{"summary": "a"}'))]) as srv:
+        endpoint = OpenAIEndpoint(srv.base_url, "wisp-fake", timeout_s=5)
+        endpoint.shape_forms = EmbeddedEndpoint.shape_forms
+        assert forms_for(ToolModeEndpoint(endpoint, "auto")) == ("json_object", "plain")
+        call = EndpointSideCall(endpoint, 4096)
+        assert await call.complete(MESSAGES, max_tokens=64, schema=SCHEMA) == '{"summary": "a"}'
+        await endpoint.aclose()
+    [body] = srv.chat_bodies
+    assert body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+
+
 @pytest.mark.parametrize("refusal", [
     fault.status(400, {"error": {"message": "response_format is not supported", "type": "invalid_request_error"}}),
     fault.status(422, {"detail": [{"msg": "extra fields not permitted", "loc": ["body", "response_format"]}]}),
