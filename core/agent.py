@@ -175,13 +175,23 @@ class Agent:
 
     # --- the loop -----------------------------------------------------------
 
-    async def run_turn(self, conversation: int, prompt: str) -> AsyncIterator[ev.AgentEvent]:
+    async def run_turn(self, conversation: int, prompt: str,
+                       supersedes: int | None = None) -> AsyncIterator[ev.AgentEvent]:
         """Run one turn for ``prompt``; yields :mod:`wisp.core.events` in order,
         ending with :class:`~wisp.core.events.TurnEnded`. Never raises an
-        endpoint error; re-raises ``CancelledError`` after recording the stop."""
-        turn = await self.store.begin_turn(conversation)
+        endpoint error; re-raises ``CancelledError`` after recording the stop.
+        With ``supersedes`` (a turn number: ``/retry``, ``/edit``), the new
+        turn takes that one's place before the request is composed, so the
+        request holds only the current versions (issue 16); the old turn
+        stays in the record."""
+        if supersedes is None:
+            turn = await self.store.begin_turn(conversation)
+        else:
+            turn = await self.store.begin_turn(conversation, supersedes=supersedes)
+            self._audit_event("turn.superseded", {"turn": supersedes, "by": turn.number}, conversation, turn.number)
         entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
-        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt)
+        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt,
+                             supersedes=supersedes)
 
         state = "done"
         step = _Step()
