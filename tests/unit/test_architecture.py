@@ -33,8 +33,8 @@ LAYERS = [
     {"model", "context", "episodes"},
     {"memory"},
     {"tools", "agents_md"},
-    {"toolset", "agent", "transcript"},
-    {"database", "commands"},
+    {"toolset", "agent", "transcript", "conversations"},
+    {"database", "commands", "chat_commands"},
     {"session"},
     {"cli"},
 ]
