@@ -148,7 +148,19 @@ MIGRATIONS: list[Migration] = [
             SELECT new.id, new.content WHERE new.kind IN ('prompt', 'reply');
     END;
     """),
+    # issue 16, "wisp conversations rm": the ids of deleted conversations, so that no later
+    # conversation takes one (the audit log keeps a deleted conversation's events under its id)
+    sql_step("store", "m005_deleted_conversations", """
+    CREATE TABLE deleted_conversations (
+        id          INTEGER PRIMARY KEY,
+        deleted_at  TEXT NOT NULL
+    );
+    """),
 ]
+
+#: The id of the next conversation: past every id used, deleted ones included.
+_NEXT_CONVERSATION_ID = ("(SELECT MAX(n) + 1 FROM (SELECT COALESCE(MAX(id), 0) AS n FROM conversations"
+                         " UNION ALL SELECT COALESCE(MAX(id), 0) FROM deleted_conversations))")
 
 
 class StoreError(Exception):
@@ -493,8 +505,8 @@ class Store:
         now = utc_now()
         async with self.transaction() as db:
             cur = await db.execute(
-                "INSERT INTO conversations (title, workdir, model, endpoint, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO conversations (id, title, workdir, model, endpoint, created_at, updated_at)"
+                f" VALUES ({_NEXT_CONVERSATION_ID}, ?, ?, ?, ?, ?, ?)",
                 (title, os.fspath(workdir), model, endpoint, now, now),
             )
             cid = cur.lastrowid
@@ -573,7 +585,8 @@ class Store:
     async def delete_conversation(self, conversation_id: int) -> dict[str, int]:
         """Delete a conversation with its turns and entries; the tables that
         refer to it with ``ON DELETE CASCADE`` (facts, summaries) lose its
-        rows too, by their owners' own schema. Returns what the store's
+        rows too, by their owners' own schema; its id is never given again
+        (the audit log may keep its events under it). Returns what the store's
         tables lost, ``{"turns": n, "entries": m}``. Raises
         :class:`StoreError` for an unknown id or a turn still running."""
         if await self.get_conversation(conversation_id) is None:
@@ -585,6 +598,8 @@ class Store:
         counts = await self.conversation_counts(conversation_id)
         async with self.transaction() as db:
             await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            await db.execute("INSERT OR REPLACE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
+                             (conversation_id, utc_now()))
         return counts
 
     async def restore_conversation(self, conversation: dict[str, Any], turns: Iterable[dict[str, Any]],
@@ -617,8 +632,8 @@ class Store:
         try:
             async with self.transaction() as db:
                 cur = await db.execute(
-                    "INSERT INTO conversations (title, workdir, model, endpoint, created_at, updated_at, tools)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO conversations (id, title, workdir, model, endpoint, created_at, updated_at, tools)"
+                    f" VALUES ({_NEXT_CONVERSATION_ID}, ?, ?, ?, ?, ?, ?, ?)",
                     (conversation.get("title"), os.fspath(conversation["workdir"]), conversation.get("model"),
                      conversation.get("endpoint"), conversation.get("created_at") or now, now,
                      json.dumps(tools) if isinstance(tools, list) else None))
