@@ -849,10 +849,20 @@ class Store:
             out[chain[-1]] = chain
         return out
 
-    async def count_turns(self, conversation_id: int) -> int:
-        """How many turns a conversation has (every version counted)."""
-        row = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
-        return int(row[0])
+    async def count_turns(self, conversation_id: int, *, before_number: int | None = None,
+                          versions: bool = True) -> int:
+        """How many turns a conversation has (every version counted; with
+        ``versions=False`` the current ones only), or with ``before_number``
+        how many are numbered below it."""
+        sql = "SELECT COUNT(*) FROM turns WHERE conversation_id = ?"
+        params: list[Any] = [conversation_id]
+        if before_number is not None:
+            sql += " AND number < ?"
+            params.append(before_number)
+        if not versions:
+            sql += " AND superseded_by IS NULL"
+        row = await self._one(sql, params)
+        return int(row[0]) if row else 0
 
     async def stored_ranges(self, conversation_id: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
         """The entry numbers and turn numbers a conversation holds, each as
