@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.support.fakes import FakeOllama, FakeOpenAI, fault, reply, text
 from tests.support.home import write_config
-from tests.support.pilot import SIZE, send, started, until
+from tests.support.pilot import SIZE, screenshot, send, started, until
 from wisp.core.session import SessionOptions
 from wisp.tui.app import WispApp
 from wisp.tui.screens import HistorySearchScreen, ModelPickerScreen, SearchResultsScreen
@@ -50,6 +50,7 @@ async def test_model_picker_switches_from_the_next_request(ollama_home, tmp_path
         await send(pilot, app, "hello")
         await command(pilot, app, "/model")
         await until(pilot, lambda: isinstance(app.screen, ModelPickerScreen), "the model picker")
+        screenshot(app, "model-picker")
         await pilot.press(*"fake-2")
         await pilot.press("enter")
         await until(pilot, lambda: app.status.model == "wisp-fake-2:latest", "the switch")
@@ -135,6 +136,8 @@ async def test_retry_shows_the_new_reply_and_left_right_switch_versions(ollama_h
         bar = app.chat.query_one(VersionBar)
         assert bar.versions == [1, 2] and "version 2 of 2" in str(bar.render())
         bar.focus()
+        await pilot.pause()
+        screenshot(app, "retry-versions")
         await pilot.press("left")
         await until(pilot, lambda: replies(app) == ["Lyon."], "the earlier version")
         assert "version 1 of 2" in str(bar.render()) and "replaced" in str(bar.render())
@@ -263,11 +266,16 @@ async def test_themes_switch_at_once_and_unknown_names_are_refused(ollama_home, 
 
 
 async def test_auto_theme_follows_a_light_terminal(ollama_home, tmp_path: Path, monkeypatch) -> None:
+    home, srv = ollama_home
     monkeypatch.setenv("COLORFGBG", "0;15")
+    srv.push(reply(text("Here is a function:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone.")))
     app = WispApp(SessionOptions(workdir=tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot, app)
         assert app.theme == "wisp-light"
+        await send(pilot, app, "write add()")
+        app.prompt_input.cursor_blink = False
+        screenshot(app, "chat-light")
 
 
 async def test_an_empty_chat_is_welcomed_until_the_first_turn(ollama_home, tmp_path: Path) -> None:

@@ -299,6 +299,12 @@ async def test_copy_and_title_commands(home, tmp_path: Path) -> None:
         renamed = await run_command(s, "/title Printing in two languages")
         assert not renamed.error
         assert (await s.store.get_conversation(s.conversation_id)).title == "Printing in two languages"
+        md = await run_command(s, "/export")
+        assert not md.error and Path(md.data["path"]) == tmp_path / f"wisp-conversation-{s.conversation_id}.md"
+        assert Path(md.data["path"]).read_text().startswith("# Printing in two languages")
+        js = await run_command(s, "/export json sub/out.json")
+        assert json.loads((tmp_path / "sub" / "out.json").read_text())["format"] == "wisp-conversation"
+        assert (await run_command(s, "/export json a b")).error
 
 
 # --- models and profiles ------------------------------------------------------------------
