@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="restore a JSON export as a new conversation")
     imp.add_argument("file", type=Path, metavar="FILE", help="a file written by `wisp export ID --format json`")
     imp.add_argument("--json", action="store_true")
+    imp.add_argument("--workdir", type=Path, metavar="DIR",
+                     help="the new conversation's working directory (default: the export's)")
 
     cfg = sub.add_parser("config", help="show or change settings in ~/.wisp/config.json")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="list|get|set|unset", parser_class=_Parser)
@@ -385,8 +387,10 @@ async def _import(args: argparse.Namespace) -> int:
     config = Config.load()
     async with await open_store(config.db_path) as store:
         with _audit(config) as audit:
-            new = await restore(store, audit, data, origin={"file": str(Path(args.file).resolve()),
-                                                            "conversation": data["conversation"].get("id")})
+            workdir = str(Path(args.workdir).resolve()) if args.workdir is not None else None
+            new = await restore(store, audit, data, workdir=workdir,
+                                origin={"file": str(Path(args.file).resolve()),
+                                        "conversation": data["conversation"].get("id")})
     summary = {"conversation": new, "from": data["conversation"].get("id"), "turns": len(data["turns"]),
                "entries": len(data["entries"]), "facts": len(data.get("facts") or []),
                "summaries": len(data.get("summaries") or [])}

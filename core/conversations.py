@@ -271,17 +271,20 @@ def load_export(text: str) -> dict[str, Any]:
 
 
 async def restore(store: Any, audit: Any, data: dict[str, Any], *, title: str | None = None,
-                  event: str = "conversation.imported", origin: dict[str, Any] | None = None) -> int:
+                  workdir: str | None = None, event: str = "conversation.imported",
+                  origin: dict[str, Any] | None = None) -> int:
     """Make a new conversation of an export (``wisp import``): the same
     turns, entries (numbers, contents, times and audit event ids kept),
-    fact versions and summary versions, under new ids. ``title`` replaces
-    the export's; an audit event ``event`` (with ``origin``) records where
+    fact versions and summary versions, under new ids. ``title`` and
+    ``workdir`` replace the export's; an audit event ``event`` (with ``origin``) records where
     it came from. Returns the new conversation's id. Raises
     :class:`ArchiveError` for an export the store or the books refuse
     (nothing is left half made)."""
     conv = dict(data["conversation"])
     if title is not None:
         conv["title"] = title
+    if workdir is not None:
+        conv["workdir"] = workdir
     try:
         new = await store.restore_conversation(conv, data["turns"], data["entries"])
     except (StoreError, KeyError, TypeError, ValueError) as exc:

@@ -79,6 +79,12 @@ def test_export_both_formats_and_import_round_trip(ollama_home, tmp_path: Path) 
     second = json.loads(wisp("export", str(new), "--format", "json").stdout)
     assert without_ids(second) == without_ids(first)
     assert "2" in wisp("conversations").stdout
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved = json.loads(wisp("import", str(out), "--workdir", str(elsewhere), "--json").stdout)["conversation"]
+    assert json.loads(wisp("export", str(moved), "--format", "json").stdout)["conversation"]["workdir"] == \
+        str(elsewhere)
+    assert wisp("import", str(out), "--workdir", str(tmp_path / "nope")).returncode == 2
 
 
 def test_import_refuses_what_is_not_an_export(wisp_home: Path, tmp_path: Path) -> None:
