@@ -108,6 +108,13 @@ class ConversationActions(Guarded):
             self.status.confirm(f"editing turn {self.editing}: send to replace it")  # type: ignore[attr-defined]
             return False
         if action in ("open", "new"):
+            if streaming:  # opening another conversation would stop the reply
+                await self.chat.add(Notice("A reply is still streaming; press Esc to stop it first, "  # type: ignore[attr-defined]
+                                           + ("then /fork opens the fork." if action == "open" else "then /new."),
+                                           "warning"))
+                if action == "open":
+                    await self.chat.add(CommandOutput(result.text))  # type: ignore[attr-defined]
+                return True
             if action == "open":
                 await self.chat.add(CommandOutput(result.text))  # type: ignore[attr-defined]
             await self.reopen(data.get("conversation") if action == "open" else None)
@@ -166,17 +173,17 @@ class ConversationActions(Guarded):
         self._last_turn_shown = 0
         self.editing = None
         self.ready.clear()  # type: ignore[attr-defined]
-        await self.chat.log_column.remove_children()  # type: ignore[attr-defined]
-        self.chat.earlier_button = None  # type: ignore[attr-defined]
-        self.chat.live = TurnRenderer(self.chat.add, self.chat._last_shown)  # type: ignore[attr-defined]
+        await self.chat.reset()  # type: ignore[attr-defined]
         self.status.conversation = conversation  # type: ignore[attr-defined]
         self.start_session()  # type: ignore[attr-defined]
 
     async def clear_chat(self) -> None:
         """Clear the screen; the record stays, and "Show earlier turns" brings it back."""
         chat = self.chat  # type: ignore[attr-defined]
-        await chat.log_column.remove_children()
-        chat.earlier_button = None
+        if self.turn_worker is not None and self.turn_worker.is_running:  # type: ignore[attr-defined]
+            await chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
+            return
+        await chat.reset()
         s = self.session  # type: ignore[attr-defined]
         shown = await s.store.count_turns(s.conversation_id, versions=False) if s and s.conversation_id else 0
         if shown:

@@ -227,6 +227,13 @@ class ChatPane(Guarded, VerticalScroll):
         else:
             await column.mount_all(widgets)
 
+    async def reset(self) -> None:
+        """Empty the pane (``/clear``, another conversation: issue 16): no
+        widget, no "Show earlier turns" button, a fresh live renderer."""
+        await self.log_column.remove_children()
+        self.earlier_button = None
+        self.live = TurnRenderer(self.add, self._last_shown)
+
     @property
     def last_reply(self) -> AssistantMessage | None:
         """The last reply shown, or ``None``."""
