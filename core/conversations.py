@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -287,13 +288,13 @@ async def restore(store: Any, audit: Any, data: dict[str, Any], *, title: str | 
         conv["workdir"] = workdir
     try:
         new = await store.restore_conversation(conv, data["turns"], data["entries"])
-    except (StoreError, KeyError, TypeError, ValueError) as exc:
+    except (StoreError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ArchiveError(f"the export could not be restored: {exc}") from None
     facts, summaries = _books(store, audit)
     try:
         await facts.restore(new.id, data.get("facts") or [])
         await summaries.restore(new.id, data.get("summaries") or [])
-    except (FactError, KeyError, TypeError, ValueError) as exc:
+    except (FactError, KeyError, TypeError, ValueError, AttributeError, OverflowError, sqlite3.Error) as exc:
         await store.delete_conversation(new.id)
         raise ArchiveError(f"the export's facts or summary could not be restored: {exc}") from None
     if audit is not None:

@@ -661,7 +661,7 @@ class Store:
                 await db.executemany(
                     "INSERT INTO entries (conversation_id, turn_id, number, kind, content, tool_name, tool_call_id,"
                     " arguments, meta, audit_event_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        except sqlite3.IntegrityError as exc:
+        except (sqlite3.Error, OverflowError) as exc:  # a repeated number, a value SQLite cannot hold
             raise StoreError(f"the conversation could not be restored: {exc}") from None
         conv = await self.get_conversation(cid)
         assert conv is not None

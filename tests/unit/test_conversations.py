@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.support.fakes import FakeOllama, reply, text, thinking, tool_call
 from tests.support.home import write_config
@@ -402,3 +402,40 @@ def test_theme_names_match_textual_and_unknown_ones_are_refused(wisp_home: Path)
         cfg.set("ui.theme", "solarised")
     assert "dark, light, auto, wisp, wisp-light" in str(info.value) and "nord" in str(info.value)
     assert len(theme_names()) == len(set(theme_names()))
+
+
+_junk = st.recursive(st.none() | st.booleans() | st.integers(-3, 2 ** 70) | st.text(max_size=6),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                     max_leaves=10)
+_record = st.dictionaries(st.sampled_from(["number", "turn", "kind", "content", "state", "meta", "arguments",
+                                           "subject", "source", "value", "version", "text", "covers", "tool_name"]),
+                          _junk | st.sampled_from(["prompt", "reply", "done", "open", "entity", "person"]) |
+                          st.integers(1, 3), max_size=8)
+
+
+@given(turns=st.lists(_record, max_size=3), entries=st.lists(_record, max_size=3),
+       facts=st.lists(_record, max_size=2), summaries=st.lists(_record, max_size=2))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_restoring_any_export_gives_a_conversation_or_a_clear_error(tmp_path: Path, turns, entries, facts,
+                                                                     summaries) -> None:
+    """``wisp import`` reads outside input: whatever the records hold, a new conversation or ArchiveError."""
+    import asyncio
+
+    from wisp.core.database import open_store
+
+    async def go() -> None:
+        store = await open_store(tmp_path / "w.db")
+        try:
+            data = load_export(json.dumps({"format": "wisp-conversation", "version": 1,
+                                           "conversation": {"workdir": "/tmp/x"}, "turns": turns,
+                                           "entries": entries, "facts": facts, "summaries": summaries}))
+            try:
+                new = await restore(store, None, data)
+            except ArchiveError as exc:
+                assert str(exc) and "\n" not in str(exc)
+                return
+            assert await store.get_conversation(new) is not None
+        finally:
+            await store.close()
+
+    asyncio.run(go())
