@@ -12,6 +12,7 @@ with what it needs in ``data``. No command here costs the model anything:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,12 @@ TITLE_MAX = 80
 
 def _error(text: str) -> CommandResult:
     return CommandResult(text, error=True)
+
+
+def _number(text: str, digits: int = 18) -> int | None:
+    """``text`` as a whole number when it is 1 to ``digits`` ASCII digits
+    (``²`` and other Unicode digits are not numbers here), else ``None``."""
+    return int(text) if re.fullmatch(rf"[0-9]{{1,{digits}}}", text or "") else None
 
 
 async def title_command(session: Any, words: list[str], rest: str) -> CommandResult:
@@ -100,9 +107,9 @@ async def fork_command(session: Any, words: list[str], rest: str) -> CommandResu
         return _error("Nothing to fork yet: send a prompt first.")
     turn = None
     if words:
-        if len(words) > 1 or not words[0].isdigit() or len(words[0]) > 18:
+        turn = _number(words[0]) if len(words) == 1 else None
+        if turn is None:
             return _error("Usage: /fork [TURN], such as /fork 3")
-        turn = int(words[0])
     try:
         new = await fork(session.store, session.audit, cid, turn)
     except ArchiveError as exc:
@@ -165,12 +172,13 @@ async def copy_command(session: Any, words: list[str], rest: str) -> CommandResu
     if not words:
         return CommandResult(f"Copied the reply of turn {turn} ({len(reply):,} characters).",
                              data={"text": reply, "what": f"the reply of turn {turn}"}, action="copy")
-    if words[0] != "code" or len(words) > 2 or (len(words) == 2 and not words[1].isdigit()):
+    wanted = _number(words[1], 6) if len(words) == 2 else None
+    if words[0] != "code" or len(words) > 2 or (len(words) == 2 and wanted is None):
         return _error("Usage: /copy (the last reply) or /copy code [N] (its code block N, the last by default)")
     blocks = code_blocks(reply)
     if not blocks:
         return _error(f"The reply of turn {turn} has no code block; /copy copies all of it.")
-    n = int(words[1]) if len(words) == 2 and len(words[1]) < 6 else len(blocks)
+    n = wanted if wanted is not None else len(blocks)
     if not 1 <= n <= len(blocks):
         return _error(f"The reply of turn {turn} has {len(blocks)} code block{'s' if len(blocks) > 1 else ''}; "
                       f"/copy code 1 to {len(blocks)}.")

@@ -294,6 +294,9 @@ async def test_copy_and_title_commands(home, tmp_path: Path) -> None:
         assert last.data["text"] == "echo 2" and "code block 2 of 2 (sh)" in last.text
         assert (await run_command(s, "/copy code 1")).data["text"] == "print(1)"
         assert "1 to 2" in (await run_command(s, "/copy code 3")).text
+        for bad in ("/copy code ²", "/copy code 1234567", "/copy cod", "/fork ²", "/fork 1 2", "/fork x"):
+            result = await run_command(s, bad)
+            assert result.error and "Usage" in result.text  # a Unicode digit is no number here
         conv = await s.store.get_conversation(s.conversation_id)
         assert conv.title == "how to print?"  # from the first prompt
         renamed = await run_command(s, "/title Printing in two languages")
