@@ -42,6 +42,8 @@ from .audit import AuditLog
 from .database import open_store
 from .paths import atomic_write_private, config_path
 from .episodes.cli import add_memory_parser, run_memory
+from .mcp.cli import add_mcp_parser, run_mcp
+from .eval.cli import add_eval_parser, run_eval_command
 from .model.sidecall import ConfigSideCall
 from .session import Session, SessionError, SessionOptions
 from .text import TerminalText
@@ -117,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     un.add_argument("key")
     add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
+    add_mcp_parser(sub)  # `wisp mcp list|serve` (issue 15)
+    add_eval_parser(sub)  # `wisp eval` (issue "wisp eval")
     return p
 
 
@@ -194,6 +198,10 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return run_memory(args, ConfigSideCall, open_store)
         if args.command == "inspect":
             return asyncio.run(_inspect(args))
+        if args.command == "mcp":
+            return run_mcp(args, _mcp_opener(args))
+        if args.command == "eval":
+            return run_eval_command(args)
     except (ConfigError, UsageError, SessionError, ArchiveError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -214,6 +222,20 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
               "traceback, and please report it)", file=sys.stderr)
         return 1
     return EXIT_OK
+
+
+def _mcp_opener(args: argparse.Namespace) -> Callable[[int | None, bool], Any]:
+    """How ``wisp mcp serve`` opens a session: transport ``mcp``, no one to
+    ask (tools that act follow the allow lists, as in ``wisp ask``)."""
+    workdir = getattr(args, "workdir", None) or Path.cwd()
+    tools = getattr(args, "tools", None)
+
+    async def open_session(conversation: int | None, continue_last: bool) -> Session:
+        return await Session.open(SessionOptions(workdir=workdir, resume=conversation,
+                                                 continue_last=continue_last and conversation is None,
+                                                 tools=tools, transport="mcp"))
+
+    return open_session
 
 
 def _silence_stdout() -> None:
@@ -294,6 +316,12 @@ async def _ask(args: argparse.Namespace) -> int:
             elif isinstance(item, ev.ToolOutput):  # a command's output as it runs
                 sys.stderr.write(item.text)
                 sys.stderr.flush()
+            elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
+                    == "needs_approval" and item.meta.get("mcp_server"):  # an MCP tool that acts (issue 15)
+                print(f"wisp: not run, it needs approval: {item.meta.get('command', item.name)} (allow it with: "
+                      f"wisp config set tools.mcp.allow '[\"{item.name}\"]')", file=sys.stderr)
+            elif isinstance(item, ev.McpServerFailed):
+                print(f"wisp: MCP server {item.server} failed: {item.message}", file=sys.stderr)
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
                 command = str(item.meta.get("command", ""))

@@ -23,6 +23,7 @@ still opens with nothing answering (issue "wisp runs end to end",
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -37,6 +38,7 @@ from .context.notes import ModelNotes
 from .database import open_store
 from .episodes.capture import Capture, Origin
 from .episodes.refine import RefineReport, refine_with
+from .mcp import McpServers
 from .memory.verbs import MemoryBinding
 from .model.link import ModelLink
 from .model.sidecall import LinkSideCall
@@ -45,6 +47,7 @@ from .store import Store
 from .tools.approval import Approvals, AskFunction, WorkspaceAllowList
 from .tools.base import Tool
 from .tools.registry import build_registry
+from .tool_names import mcp_parts
 from .toolset import ToolChoice, choose_tools
 
 __all__ = ["Session", "SessionOptions", "SessionError", "Plan", "settle"]
@@ -177,14 +180,16 @@ class Session:
     ``conversation_id`` (``None`` until the first turn of a new
     conversation), ``link`` (the :class:`~wisp.core.model.link.ModelLink`),
     ``side_call``, ``notes``, ``tools``, ``context``, ``approvals``,
-    ``capture``, ``agent``; and, for views, ``endpoint``,
+    ``capture``, ``agent``, ``mcp`` (the MCP servers, :class:`McpServers`);
+    and, for views, ``endpoint``,
     ``endpoint_label``, ``model_name``, ``endpoint_error``,
     ``context_window``, ``tool_choice``, ``tool_names``, ``tools_kept``,
     ``agents_md``, ``project_instructions`` (AGENTS.md's text, or ``None``)
     and ``startup_problems`` (one-line warnings to show).
     """
 
-    def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog, plan: Plan):
+    def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog, plan: Plan,
+                 mcp: McpServers | None = None, mcp_tools: tuple[Tool, ...] = ()):
         self.options = options
         self.config = config
         self.store = store
@@ -197,9 +202,12 @@ class Session:
             self.link.choose_model(options.model)
         self.side_call: SideCall = options.side_call or LinkSideCall(self.link)
         self.notes = ModelNotes.over(store, audit)
-        self.tools = build_registry(plan.tool_choice.names, memory=MemoryBinding(
-            store, audit, self.notes, self.side_call, lambda: self.link.context_window, config),
-            extra=options.extra_tools)
+        # MCP servers' tools were listed by open() (issue 15); they join as ready-made tools
+        self.mcp = mcp or McpServers({}, config=config, workdir=self.workdir)
+        self.tools = build_registry([n for n in plan.tool_choice.names if mcp_parts(n) is None],
+                                    memory=MemoryBinding(store, audit, self.notes, self.side_call,
+                                                         lambda: self.link.context_window, config),
+                                    extra=(*mcp_tools, *options.extra_tools))
         agents = plan.agents_md
         self.context = ContextManager(
             store, audit, config, workdir=self.workdir, tools=self.tools, model=self.link,
@@ -251,7 +259,8 @@ class Session:
 
     @property
     def startup_problems(self) -> list[str]:
-        return list(self.plan.agents_md.problems) if self.plan.agents_md else []
+        agents = list(self.plan.agents_md.problems) if self.plan.agents_md else []
+        return agents + list(self.mcp.problems)
 
     @property
     def endpoint(self) -> Any:
@@ -275,7 +284,8 @@ class Session:
 
     def _settings(self) -> AgentSettings:
         return AgentSettings(max_steps=int(self.config.get("agent.max_steps")),
-                             think=str(self.config.get("model.think")))
+                             think=str(self.config.get("model.think")),
+                             max_tokens=self.config.get("model.max_tokens"))
 
     # -- opening and closing -----------------------------------------------------
 
@@ -294,7 +304,14 @@ class Session:
             audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
                              max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
             plan = await settle(options, config, store)
-            return cls(options, config, store, audit, plan)
+            mcp = McpServers.from_config(config, plan.workdir)
+            try:
+                # only the servers the conversation names, each from the tool cache when it can be (issue 15)
+                mcp_tools, _ = await mcp.tools_for(plan.tool_choice.names)
+                return cls(options, config, store, audit, plan, mcp, tuple(mcp_tools))
+            except BaseException:
+                await mcp.close()
+                raise
         except BaseException:
             await store.close()
             raise
@@ -313,7 +330,9 @@ class Session:
         return await self.link.connect(on_status=on_status)
 
     async def close(self) -> None:
-        """Close the endpoint's client, stop an embedded server, close the store."""
+        """Stop the MCP servers this session started (and their children),
+        close the endpoint's client, stop an embedded server, close the store."""
+        await self.mcp.close()
         await self.link.close()
         await self.store.close()
 
@@ -341,22 +360,22 @@ class Session:
         Settings (``agent.max_steps``, ``model.think``) are read afresh, so a
         ``/config set`` applies from this turn. A conversation whose turn
         another live wisp process is running gets an ``Error`` event of kind
-        ``busy`` and no turn: two processes would interleave their turns.
+        ``busy`` and no turn: two processes would interleave their turns. The
+        check is the agent's first step, the atomic claim of
+        :meth:`wisp.core.store.Store.begin_turn` (one transaction), so two
+        processes started at the same instant cannot both pass it.
         """
         conversation = await self.ensure_conversation()
         self.agent.settings = self._settings()
-        owner = await self.store.running_elsewhere(conversation)
-        if owner is not None:
-            yield ev.Error("busy", f"Conversation {conversation} has a turn running in another wisp "
-                                   f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
-                                   "new conversation.")
-            return
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
-        turns = self.agent.run_turn(conversation, prompt) if supersedes is None else \
-            self.agent.run_turn(conversation, prompt, supersedes=supersedes)
-        async for item in turns:
-            yield item
+        # closed with this generator when a view abandons the turn's events, so the agent stops its writes
+        async with aclosing(self.agent.run_turn(conversation, prompt, supersedes=supersedes)) as events:
+            async for item in events:
+                yield item
+                if isinstance(item, ev.ToolResult) and item.meta.get("mcp_failure"):
+                    # the model has its tool result; the person's views say which server failed (issue 15)
+                    yield ev.McpServerFailed(str(item.meta.get("mcp_server")), str(item.meta["mcp_failure"]))
         await self.store.touch_conversation(conversation)
 
     async def refine_memory(self) -> RefineReport | None:

@@ -76,10 +76,12 @@ CONTEXT_RULE = (
     "below are kept up to date for you; rely on them."
 )
 #: The rule only a conversation with the memory tool gets (wisp-memory-tool.txt,
-#: "When a conversation has it").
+#: "When a conversation has it"); its last sentence names the episodic verbs, which the
+#: tool's own guide (the reference's words) does not, so that a model can find earlier
+#: conversations' memories (enso-episodic-memory.txt, "Recall when relevant").
 MEMORY_RULE = (
-    'This conversation has a memory tool: call memory with "recall entry N" to see an output a '
-    'reference stands for, or with "note SUBJECT NAME = VALUE" to keep a fact.'
+    'This conversation has a memory tool: "recall entry N" shows an output a reference stands for, '
+    '"note SUBJECT NAME = VALUE" keeps a fact, "memories WORDS" searches earlier conversations.'
 )
 #: The value a fact had before its current version is shown up to this many characters.
 PREVIOUS_CHARS = 200
@@ -477,13 +479,7 @@ def fit_outputs(entries: list[Any], room: int, ratio: float, flags: ToolFlags) -
 
 
 def _how_to_see(entry: Any, flags: ToolFlags, first_line: int) -> str:
-    if flags.has_memory:
-        return f'to see them: memory "recall entry {entry.number} from line {first_line}"'
-    if entry.kind == "prompt":
-        return f"the person has the whole of it; /show entry {entry.number} shows it to them"
-    if flags.read_only.get(entry.tool_name or ""):
-        return "to see them, call the tool again for those lines"
-    return f"do not run it again to see them; ask the person, who can use /show entry {entry.number}"
+    return flags.form(entry.tool_name).how_cut(entry.number, first_line, prompt=entry.kind == "prompt")
 
 
 def _cut_entry(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:

@@ -75,6 +75,13 @@ TASK_MAX_CHARS = 300
 _EXAMPLE = "entity release codename = BLUE HERON"
 
 
+def cap_value(value: str, limit: int) -> str:
+    """``value`` cut to ``limit`` characters, ending ``…`` when cut: the one
+    place a fact's or the task's length cap is applied (the task's 300 is
+    wisp-memory-tool.txt's, "task")."""
+    return value if len(value) <= limit else value[: limit - 1].rstrip() + "…"
+
+
 def outranks(current: "Fact | None", source: str) -> bool:
     """The precedence rule, in its one place: True when ``current`` (the
     fact as it stands, or ``None``) may not be replaced by a value from
@@ -508,9 +515,7 @@ class FactBook:
         value = " ".join(str(value or "").split()) if subject == "task" else str(value or "").strip()
         if not value:
             raise FactError(f"give {subject} a value")
-        limit = TASK_MAX_CHARS if subject == "task" else FACT_MAX_CHARS
-        if len(value) > limit:
-            value = value[: limit - 1].rstrip() + "…"
+        value = cap_value(value, TASK_MAX_CHARS if subject == "task" else FACT_MAX_CHARS)
         if proposal is None:
             proposal = source == "model"
         entries_t = tuple(int(e) for e in entries)

@@ -35,6 +35,7 @@ from .. import events as ev
 from ..sidecall import SideCall
 from ..tokens import window_from
 from ..outputs import fact_name_for_command, read_test_run
+from .bookkeeping import ASSESS_TURNS, FactDistiller, SideCost, TaskAssessor
 from .calibration import Calibration, CalibrationState
 from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, build
 from .facts import Fact, FactOutcome, fact_event, fact_line
@@ -122,6 +123,10 @@ class ContextManager:
         self.calibration = Calibration(store)
         self.composer = Composer(store, self.facts, self.summaries)
         self.summariser = Summariser(store, self.summaries, side_call, audit)
+        self.distiller = FactDistiller(side_call, notes, int(self._config("context.distill_tokens", 1024)))
+        self.assessor = TaskAssessor(side_call, notes)
+        #: Per conversation, the cost of wisp's own side calls around its last turn, by kind.
+        self.costs: dict[int, dict[str, SideCost]] = {}
         self.instructions, self.instructions_source = instructions
         self.system_rules = system_rules
         self.flags = ToolFlags.from_registry(tools)
@@ -182,6 +187,9 @@ class ContextManager:
         events += await self.observe_workspace(conversation, turn)
         events += await self.scan_test_runs(conversation, turn)
         inputs = await self._inputs(conversation)
+        if self._config("context.assess", False):
+            more, inputs = await self._assess(conversation, turn, inputs)
+            events += more
         ctx = build(inputs)
         done: list[str] = []
         if ctx.over_budget and inputs.recent_turns and ctx.recent_turns:
@@ -256,9 +264,45 @@ class ContextManager:
         conversation, turn = record.conversation, record.turn
         events = self._drain()
         events += await self.scan_test_runs(conversation, turn)
+        if self._config("context.distill", False) and record.state in ("done", "cut"):
+            events += await self._distill(record)
         events += await self.notes.record(conversation, turn)
         self._over_budget_warned.pop(conversation, None)
         return events
+
+    async def _distill(self, record: Any) -> list[ev.AgentEvent]:
+        """The fact distiller on the ended turn (issue "The model's own bookkeeping")."""
+        t = await self.store.get_turn(record.conversation, record.turn)
+        entries = await self.store.entries(record.conversation, t.id) if t is not None else []
+        prompt = next((e for e in entries if e.kind == "prompt"), None)
+        reply = next((e for e in reversed(entries) if e.kind == "reply"), None)
+        done = await self.distiller.distill(record.conversation, record.turn, record.prompt, record.reply,
+                                            prompt_entry=prompt.number if prompt else None,
+                                            reply_entry=reply.number if reply else None)
+        cost = self._cost(record.conversation, done.cost)
+        return [cost] if cost.calls else []
+
+    async def _assess(self, conversation: int, turn: int, inputs: ComposeInputs) -> tuple[list[ev.AgentEvent],
+                                                                                        ComposeInputs]:
+        """The assessment before a request: the task inferred from the recent
+        turns, recorded as the model's unless the person set one."""
+        recent = []
+        for number, entries in inputs.ended[-ASSESS_TURNS:]:
+            prompt = next((e.content for e in entries if e.kind == "prompt"), "")
+            reply = next((e.content for e in reversed(entries) if e.kind == "reply"), "")
+            recent.append((number, prompt or "", reply or ""))
+        if inputs.current is not None:
+            number, entries = inputs.current
+            recent.append((number, next((e.content for e in entries if e.kind == "prompt"), "") or "", ""))
+        events, cost = await self.assessor.assess(conversation, turn, recent)
+        out: list[ev.AgentEvent] = [*events, self._cost(conversation, cost)] if cost.calls else list(events)
+        if events:  # the task changed: compose with it
+            inputs = await self._inputs(conversation)
+        return out, inputs
+
+    def _cost(self, conversation: int, cost: SideCost) -> ev.SideCallCost:
+        self.costs.setdefault(conversation, {})[cost.kind] = cost
+        return ev.SideCallCost(cost.kind, cost.calls, cost.tokens, round(cost.seconds, 3))
 
     async def _summarise(self, inputs: ComposeInputs, ctx: ComposedContext,
                          turn: int) -> tuple[list[ev.AgentEvent], ComposedContext]:

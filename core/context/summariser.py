@@ -31,13 +31,13 @@ a version, when they do not).
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..sidecall import SideCall, SideCallError
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
+from .statements import statements
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .turns import OutputRef, ToolFlags, transcript, turn_outputs
@@ -136,10 +136,6 @@ def turn_items(entries: list[Any]) -> set[Item]:
 MAX_DECISIONS = 8
 #: A statement longer than this (characters) is cut where it is kept.
 DECISION_CHARS = 240
-_DECISION = re.compile(
-    r"\b(?:we(?:'ll| will| shall| decided| agreed| are going to|'re going to)|let'?s|let us|decided|agreed|"
-    r"go with|from now on|always|never|don'?t|do not|must|should|prefer|instead of|use \S+ for|keep \S+ in)\b",
-    re.IGNORECASE)
 _DECISIONS_HEAD = "The person's own words, kept by wisp:"
 
 
@@ -155,20 +151,11 @@ def item_sources(entries: list[Any]) -> dict[Item, int | None]:
 
 
 def person_decisions(turn: int, entries: list[Any]) -> list[str]:
-    """The person's own statements of decisions in a turn's prompts: the
-    sentences that say what was decided, preferred or ruled out
-    (``we'll keep invoices in SQLite``), each as ``turn N: "…"``."""
-    out: list[str] = []
-    for e in entries:
-        if e.kind != "prompt":
-            continue
-        for sentence in re.split(r"(?<=[.!?])\s+|\n+", e.content or ""):
-            s = " ".join(sentence.split())
-            if 8 <= len(s) and _DECISION.search(s):
-                if len(s) > DECISION_CHARS:
-                    s = s[: DECISION_CHARS - 1].rstrip() + "…"
-                out.append(f'turn {turn}: "{s}"')
-    return out
+    """The person's own statements of decisions in a turn's prompts
+    (:func:`wisp.core.context.statements.statements`: what was decided,
+    preferred, ruled out or named), each as ``turn N: "…"``."""
+    return [f'turn {turn}: "{s}"' for e in entries if e.kind == "prompt"
+            for s in statements(e.content or "", limit=DECISION_CHARS)]
 
 
 def previous_decisions(version: SummaryVersion) -> list[str]:

@@ -21,6 +21,8 @@ class StatusBar(Guarded, Static):
     ``profile`` names the endpoint profile in use (issue 16, "Profiles"),
     and ``note`` is a short confirmation shown for a few seconds
     (:meth:`confirm`: "copied the reply of turn 3").
+    ``problem`` is a short warning shown after the state (an MCP server that
+    failed, issue 15), or empty.
     """
 
     DEFAULT_CSS = """
@@ -49,6 +51,9 @@ class StatusBar(Guarded, Static):
     conversation: reactive[int | None] = reactive(None)
     profile: reactive[str | None] = reactive(None)
     note: reactive[str] = reactive("")
+    #: wisp's own side calls of the last turn (the fact distiller, the assessment), in brief.
+    side_calls: reactive[str] = reactive("")
+    problem: reactive[str] = reactive("")
 
     #: How long a :meth:`confirm` note stays (seconds).
     NOTE_SECONDS = 4.0
@@ -65,6 +70,8 @@ class StatusBar(Guarded, Static):
         parts = [f"● {self.state}", self.model or "no model", self.endpoint]
         if self.profile:
             parts.insert(1, f"profile {self.profile}")
+        if self.problem:
+            parts.insert(1, f"⚠ {self.problem}")
         prompt = self.prompt_tokens if self.prompt_tokens is not None else self.estimated_tokens
         if prompt is not None:
             tok = f"{'' if self.prompt_tokens is not None else '~'}{prompt:,}"
@@ -72,6 +79,8 @@ class StatusBar(Guarded, Static):
             if self.completion_tokens is not None:
                 tok += f", {self.completion_tokens:,} out"
             parts.append(tok)
+        if self.side_calls:
+            parts.append(self.side_calls)
         if self.conversation is not None:
             parts.append(f"#{self.conversation}")
         parts.append(f"✓ {self.note}" if self.note else "F1 help")
