@@ -1,6 +1,6 @@
 """/retry on a real model (issue 16): SmolLM2-135M through the embedded llama.cpp server.
 
-One session, so one embedded server for the whole test (CI has two cores): a
+The session's shared embedded server (tests/e2e/conftest.py; CI has two cores): a
 turn, ``/retry``, a second version of the reply; the old version stays in the
 record, marked superseded, and the next request composes only the new one.
 """
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_real_model import embedded_home  # noqa: F401  (the fixture)
 from wisp.core import events as ev
 from wisp.core.commands import run_command
 from wisp.core.session import Session, SessionOptions
@@ -19,7 +18,7 @@ from wisp.core.session import Session, SessionOptions
 pytestmark = pytest.mark.real_model
 
 
-async def test_retry_gives_a_second_version_and_the_context_composes_only_it(embedded_home: Path,  # noqa: F811
+async def test_retry_gives_a_second_version_and_the_context_composes_only_it(embedded_home: Path,
                                                                                tmp_path: Path) -> None:
     async with await Session.open(SessionOptions(workdir=tmp_path, transport="ask")) as s:
         assert await s.connect(), s.endpoint_error

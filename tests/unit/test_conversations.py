@@ -315,9 +315,10 @@ async def test_copy_and_title_commands(home, tmp_path: Path) -> None:
 
 async def test_model_lists_and_switches_from_the_next_request(home, tmp_path: Path) -> None:
     _, srv = home
-    srv.context_length = 32768
     async with await open_session(tmp_path) as s:
         await run(s, "hello")
+        assert s.context_window == 8192
+        srv.context_length = 32768  # the next model's window: read again on the switch
         listing = await run_command(s, "/model")
         assert listing.action == "pick-model" and listing.data["models"] == ["wisp-fake:latest", "qwen3:8b",
                                                                               "llama3.2:latest"]

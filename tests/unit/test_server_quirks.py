@@ -15,7 +15,7 @@ import json
 from hypothesis import given, settings, strategies as st
 
 from tests.support.fakes import FakeOpenAI, fault, raw
-from wisp.core.model.base import ChatOptions, Done, StreamErrorObject, TextDelta, ToolCallRequest
+from wisp.core.model.base import BadRequest, ChatOptions, Done, StreamErrorObject, TextDelta, ToolCallRequest
 from wisp.core.model.openai import OpenAIEndpoint, join_arguments
 
 USER = [{"role": "user", "content": "hi"}]
@@ -103,12 +103,24 @@ async def test_whole_calls_with_neither_index_nor_id_are_each_run() -> None:
 async def test_sse_error_field_shows_the_server_message() -> None:
     """llama.cpp before #16109 sent a failure as ``error: {...}``, not ``data:``."""
     lines = [chunk({"content": "Par"}),
+             raw('error: {"code": 500, "message": "failed to parse grammar",'
+                 ' "type": "server_error"}'),
+             sse("[DONE]")]
+    events, error = await stream(lines)
+    assert events == [TextDelta("Par")]
+    assert isinstance(error, StreamErrorObject)
+    assert "failed to parse grammar" in str(error)
+
+
+async def test_sse_error_field_with_an_overflow_reads_as_one() -> None:
+    """The same field saying the prompt did not fit is the overflow every endpoint error names (with advice)."""
+    lines = [chunk({"content": "Par"}),
              raw('error: {"code": 400, "message": "the request exceeds the available context size",'
                  ' "type": "invalid_request_error"}'),
              sse("[DONE]")]
     events, error = await stream(lines)
     assert events == [TextDelta("Par")]
-    assert isinstance(error, StreamErrorObject)
+    assert isinstance(error, BadRequest) and error.context_overflow
     assert "the request exceeds the available context size" in str(error)
 
 
