@@ -67,3 +67,20 @@ def test_wisp_inspect_context_shows_the_prompted_layer_the_config_asks_for(wisp_
     assert tools["how"] == "estimated" and prompted["counted"] == "estimated"
     # the prompted layer (text and worked examples) is counted as sent, not as the schemas' JSON
     assert tools["tokens"] != {layer["key"]: layer for layer in native["layers"]}["tools"]["tokens"]
+
+
+def test_wisp_ask_json_reports_the_prompt_tokens_the_server_evaluated(wisp_home: Path, tmp_path: Path) -> None:
+    """Issue "Real models, real work": "Report the prompt-eval tokens per turn in --json usage"."""
+    with FakeOpenAI() as srv:
+        write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url, "model.name": "m",
+                                 "model.timeout_s": 5})
+        srv.push(reply(text("One."), usage=(900, 3)), reply(text("Two."), usage=(950, 3, 880)))
+        env = os.environ.copy()
+        first = subprocess.run([WISP, "ask", "one", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                               text=True, timeout=60)
+        second = subprocess.run([WISP, "ask", "--continue", "two", "--json"], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=60)
+    [u1] = [json.loads(line) for line in first.stdout.splitlines() if '"usage"' in line]
+    [u2] = [json.loads(line) for line in second.stdout.splitlines() if '"usage"' in line]
+    assert (u1["prompt"], u1["cached"], u1["evaluated"]) == (900, None, 900)  # no cache said: all evaluated
+    assert (u2["prompt"], u2["cached"], u2["evaluated"]) == (950, 880, 70)
