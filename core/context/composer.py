@@ -87,6 +87,12 @@ MEMORY_RULE = (
 PREVIOUS_CHARS = 200
 #: The summary layer's list of references takes at most this share of the budget.
 REF_INDEX_SHARE = 0.25
+#: When turns must leave the window, enough of them leave for the request to
+#: use at most this share of its budget: the next turns then fit without
+#: another running summary (one side call every few turns, not every turn),
+#: and the server's prompt cache keeps the request's unchanged start (issue
+#: "Real models, real work": "keep the llama.cpp prompt cache warm").
+LOW_WATER = 0.6
 
 
 @dataclass(frozen=True)
@@ -384,7 +390,7 @@ def build(inp: ComposeInputs) -> ComposedContext:
     total = sum(layer.tokens for layer in ordered)
     must_leave: list[int] = []
     if total > budget:
-        over = total - budget
+        over = total - int(budget * LOW_WATER)
         for s in slices:
             if over <= 0:
                 break
