@@ -61,15 +61,24 @@ class TurnRenderer:
     """
 
     def __init__(self, place: Callable[[Widget], Awaitable[None]], last: Callable[[], Widget | None]) -> None:
-        self._place = place
+        self._place_widget = place
         self._last = last
         self.reply: AssistantMessage | None = None
         self.blocks: dict[str, ToolBlock] = {}
+        #: The number of the turn being drawn; its widgets get the class ``turn-N``,
+        #: so a view finds them (issue 16: a reply's versions, /search's jump).
+        self.turn: int | None = None
+
+    async def _place(self, widget: Widget) -> None:
+        if self.turn is not None:
+            widget.add_class(f"turn-{self.turn}")
+        await self._place_widget(widget)
 
     async def show(self, event: ev.AgentEvent) -> None:
         """Draw one event of a turn (live or stored alike)."""
         if isinstance(event, ev.TurnStarted):
             self._new_turn()
+            self.turn = event.turn
             await self._place(UserMessage(event.prompt, entry=event.entry))
         elif isinstance(event, ev.ThinkingDelta):
             await (await self._reply()).add_thinking(event.text)
@@ -217,6 +226,13 @@ class ChatPane(Guarded, VerticalScroll):
             await column.mount_all(widgets, before=index if index < len(column.children) else None)
         else:
             await column.mount_all(widgets)
+
+    async def reset(self) -> None:
+        """Empty the pane (``/clear``, another conversation: issue 16): no
+        widget, no "Show earlier turns" button, a fresh live renderer."""
+        await self.log_column.remove_children()
+        self.earlier_button = None
+        self.live = TurnRenderer(self.add, self._last_shown)
 
     @property
     def last_reply(self) -> AssistantMessage | None:
