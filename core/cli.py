@@ -562,7 +562,8 @@ async def _compact(args: argparse.Namespace) -> int:
     async with await Session.open(options) as session:
         conversation = session.conversation_id
         if conversation is None:
-            raise UsageError("no conversation is stored yet; start one with `wisp` or `wisp ask`")
+            raise UsageError("no conversation in this directory yet; name one with --conversation ID "
+                             "(`wisp conversations` lists them), or start one with `wisp` or `wisp ask`")
         if args.undo:
             try:
                 version, restored = await undo_compaction(session.context, conversation)

@@ -37,7 +37,8 @@ def add_compact_parser(sub: Any) -> None:
     write of the older turns and, without ``--dry-run``, applies it (as
     ``/compact`` and Enter do); ``--undo`` restores the previous version."""
     cmp = sub.add_parser("compact", help="summarise the older turns now, showing what leaves the window first")
-    cmp.add_argument("--conversation", type=int, metavar="ID", help="the conversation (default: the last one)")
+    cmp.add_argument("--conversation", type=int, metavar="ID",
+                     help="the conversation (default: the newest of this directory)")
     cmp.add_argument("--focus", metavar="TEXT", help="what the summary should keep in detail")
     cmp.add_argument("--dry-run", action="store_true", help="show the preview only; change nothing")
     cmp.add_argument("--undo", action="store_true", help="restore the previous summary version instead")

@@ -281,8 +281,15 @@ async def test_wisp_compact_dry_run_json_then_apply(wisp_home: Path, srv, tmp_pa
                        timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Applied: running summary version 1 covers turns 1–4" in r.stdout
-    r = subprocess.run([WISP, "compact", "--undo", "--json"], capture_output=True, text=True, env=env, timeout=60)
+    # the newest conversation of this directory, as `wisp ask --continue` takes it (issue 16)
+    r = subprocess.run([WISP, "compact", "--undo", "--json"], capture_output=True, text=True, env=env, timeout=60,
+                       cwd=tmp_path)
     assert r.returncode == 0 and json.loads(r.stdout)["restored"] is None
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = subprocess.run([WISP, "compact", "--undo"], capture_output=True, text=True, env=env, timeout=60,
+                       cwd=elsewhere)
+    assert r.returncode == 2 and "no conversation" in r.stderr
     r = subprocess.run([WISP, "compact", "--conversation", "999", "--dry-run"], capture_output=True, text=True,
                        env=env, timeout=60)
     assert r.returncode == 2 and "no conversation 999" in r.stderr
