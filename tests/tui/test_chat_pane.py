@@ -158,3 +158,32 @@ def test_turn_events_rebuild_a_stored_turn() -> None:
     assert turn_events(view(5, "open", [E(1, "prompt", "still going")])) == [ev.TurnStarted(7, 5, 1, "still going")]
     failed = turn_events(view(6, "error", [E(1, "prompt", "x")]))
     assert failed[-2:] == [ev.Error("agent", "this turn ended with an error"), ev.TurnEnded(6, "error")]
+
+
+async def test_control_sequences_in_a_prompt_or_a_reply_are_shown_and_never_reach_the_terminal(
+        ollama_home, tmp_path: Path) -> None:
+    """Issue 11, raw terminal escapes: a stored prompt that sets the window title, or a reply that
+    clears the screen, shows as visible text in the TUI, live and when the conversation is resumed."""
+    home, srv = ollama_home
+    srv.push(reply(text("Sure: \x1b[2J\x1b]52;c;cGF3bmVk\x07 done")))
+    prompt = "Repeat exactly: \x1b]0;PWNED\x07 \x1b[31mRED\x1b[0m"
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        app.prompt_input.load_text(prompt)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.chat.last_reply is not None and "done" in app.chat.last_reply.text,
+                    "the reply")
+        await until(pilot, lambda: not app.turn_worker.is_running, "the turn's end")
+        await pilot.pause()
+        live = app.export_screenshot()
+        conversation = app.session.conversation_id
+    again = WispApp(SessionOptions(workdir=tmp_path, resume=conversation))
+    async with again.run_test(size=SIZE) as pilot:
+        await started(pilot, again)
+        await pilot.pause()
+        stored = again.export_screenshot()
+    for screen in (live, stored):
+        assert "\x1b" not in screen and "\x07" not in screen
+        assert "\\x1b]0;PWNED\\x07" in screen and "\\x1b[31mRED" in screen  # the prompt, visible
+        assert "\\x1b[2J\\x1b]52;c;cGF3bmVk\\x07" in screen  # the reply, visible

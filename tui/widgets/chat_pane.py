@@ -19,6 +19,7 @@ would put it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Awaitable, Callable, Iterable
 
 from textual.app import ComposeResult
@@ -28,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Button
 
 from wisp.core import events as ev
+from wisp.core.text import terminal_safe
 from wisp.core.transcript import turn_events
 
 from ..guard import Guarded
@@ -48,6 +50,27 @@ MARKERS = {
 
 #: Added to the output of a tool that was still running when its turn was stopped.
 TOOL_STOPPED = "\n■ stopped"
+
+
+#: The fields of an event that hold text from outside (the person, the model, a tool, a server).
+_TEXT_FIELDS = ("prompt", "text", "content", "message")
+
+
+def visible(event: ev.AgentEvent) -> ev.AgentEvent:
+    """``event`` with each text field passed through
+    :func:`wisp.core.text.terminal_safe`: a control sequence in a prompt, a
+    reply, a tool's output or an error (set the window title, clear the
+    screen, write the clipboard) is shown as visible text and never reaches
+    the terminal (issue "Nothing runs, leaks, hangs or is lost that
+    shouldn't be": raw terminal escapes). The same event when nothing needs it."""
+    changes = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            safe = terminal_safe(value)
+            if safe != value:
+                changes[name] = safe
+    return dataclasses.replace(event, **changes) if changes else event
 
 
 class TurnRenderer:
@@ -75,7 +98,9 @@ class TurnRenderer:
         await self._place_widget(widget)
 
     async def show(self, event: ev.AgentEvent) -> None:
-        """Draw one event of a turn (live or stored alike)."""
+        """Draw one event of a turn (live or stored alike), its text made
+        terminal-safe first (:func:`visible`)."""
+        event = visible(event)
         if isinstance(event, ev.TurnStarted):
             self._new_turn()
             self.turn = event.turn
