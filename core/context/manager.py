@@ -171,7 +171,8 @@ class ContextManager:
         last_seen = None
         if not self._config("model.context_window", None) and not reported:
             last_seen = (await self.calibration.get(model or await self.model(conversation))).context_window
-        return window_from(self._config("model.context_window", None), reported, last_seen)
+        cap = getattr(self.model_state, "window_cap", None) if self.model_state.endpoint is not None else None
+        return window_from(self._config("model.context_window", None), reported, last_seen, cap=cap)
 
     # -- composing ------------------------------------------------------------------
 
