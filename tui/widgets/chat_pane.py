@@ -91,6 +91,8 @@ class TurnRenderer:
         #: The number of the turn being drawn; its widgets get the class ``turn-N``,
         #: so a view finds them (issue 16: a reply's versions, /search's jump).
         self.turn: int | None = None
+        #: Notices of a state that ends with the next text, call or ending (a wait).
+        self.transient: list[Notice] = []
 
     async def _place(self, widget: Widget) -> None:
         if self.turn is not None:
@@ -101,6 +103,12 @@ class TurnRenderer:
         """Draw one event of a turn (live or stored alike), its text made
         terminal-safe first (:func:`visible`)."""
         event = visible(event)
+        if self.transient and not isinstance(event, (ev.Notice, ev.Usage, ev.FactChanged, ev.SummaryChanged,
+                                                       ev.SideCallCost)):
+            waits, self.transient = self.transient, []
+            for notice in waits:  # the wait is over: its line goes
+                if notice.is_attached:
+                    await notice.remove()
         if isinstance(event, ev.TurnStarted):
             self._new_turn()
             self.turn = event.turn
@@ -131,7 +139,10 @@ class TurnRenderer:
             if event.key is not None and isinstance(last, Notice) and last.key == event.key:
                 last.set_text(event.text)  # one line for one changing state
             else:
-                await self._place(Notice(event.text, event.level, key=event.key))
+                notice = Notice(event.text, event.level, key=event.key)
+                await self._place(notice)
+                if event.transient:
+                    self.transient.append(notice)
         elif isinstance(event, ev.Error):
             if self.reply is not None:
                 await self.mark("incomplete")
