@@ -48,6 +48,7 @@ from .episodes.cli import add_memory_parser, run_memory
 from .mcp.cli import add_mcp_parser, run_mcp
 from .eval.cli import add_eval_parser, run_eval_command
 from .model.sidecall import ConfigSideCall
+from .store import ConversationBusy
 from .session import Session, SessionError, SessionOptions
 from .text import TerminalText
 from .tools.shell import NotSimple, simple_words
@@ -302,6 +303,15 @@ async def _ask(args: argparse.Namespace) -> int:
                 return _print_command(result, args.json)
             print(f"wisp: {result.text}", file=sys.stderr)  # /retry: ask the last prompt again, headless
             prompt, supersedes = result.data["prompt"], result.data["turn"]
+        if session.conversation_id is not None:  # say a conversation is busy before waiting for its endpoint
+            try:
+                await session.store.check_not_busy(session.conversation_id)
+            except ConversationBusy as exc:
+                if args.json:
+                    out.write(json.dumps(ev.event_to_dict(ev.Error("busy", str(exc)))) + "\n")
+                    out.flush()
+                print(f"wisp: error: {exc}", file=sys.stderr)
+                return EXIT_ENDPOINT
         if not await session.connect():
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))

@@ -23,6 +23,7 @@ from textual.containers import Horizontal
 from textual.widgets import Collapsible
 from textual.worker import Worker, WorkerState
 
+from wisp.core.text import terminal_safe
 from wisp.core import events as ev
 from wisp.core.commands import command_for, is_command, run_command
 from wisp.core.config import Config
@@ -283,7 +284,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
         s = self.session
         await self.dismiss_welcome()  # the first prompt: the welcome goes (issue 16)
         if s.endpoint is None and not await self.connect():
-            await self.chat.add(UserMessage(text))
+            await self.chat.add(UserMessage(terminal_safe(text)))
             await self.chat.add(Notice("Not sent: no model endpoint answers (see above). "
                                        "Press Up to get the prompt back.", "error"))
             return
