@@ -102,7 +102,7 @@ def loads(text: str | bytes) -> Any:
     ``json.loads`` does."""
     obj = json.loads(text)
     raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-    return _clean(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+    return _clean(obj) if "\\u" in raw and _SURROGATE_ESCAPE.search(raw) else obj
 
 
 def _clean(obj: Any) -> Any:
@@ -456,21 +456,37 @@ class HttpEndpoint:
 
     async def stream_lines(self, resp: httpx.Response, path: str,
                            clock: "ReplyClock | None" = None) -> AsyncIterator[str]:
-        """The response's lines (without line endings), mapping read failures;
+        """The response's lines (without line endings, split as ``str.splitlines``
+        splits them, as httpx's ``aiter_lines`` does), mapping read failures;
         with a ``clock``, raises :class:`EndpointTimeout` once the reply has
-        taken ``reply_timeout_s``, even while lines keep coming."""
-        lines = resp.aiter_lines().__aiter__()
+        taken ``reply_timeout_s``, even while lines keep coming.
+
+        The body is read a network chunk at a time, each read under the
+        reply's clock, and the chunk's lines are given without waiting again:
+        a server that sends a long reply at once is read as fast as it sends
+        (issue 12, "Decouple receiving from rendering")."""
+        chunks = resp.aiter_text().__aiter__()
+        held = ""  # the start of a line whose end has not come yet
         while True:
             try:
                 async with self._within(clock):
-                    line = await lines.__anext__()
+                    chunk = await chunks.__anext__()
             except StopAsyncIteration:
-                return
+                break
             except EndpointError:
                 raise
             except Exception as exc:
                 raise self.map_http_error(exc, path, streaming=True) from exc
-            yield line
+            if not chunk:
+                continue
+            parts = (held + chunk).splitlines(keepends=True)
+            last = parts[-1]
+            # a line without its end yet (a lone "\r" may be the start of "\r\n") waits for the next chunk
+            held = parts.pop() if last.endswith("\r") or last.splitlines()[0] == last else ""
+            for part in parts:
+                yield part.splitlines()[0]
+        if held:
+            yield held.splitlines()[0]
 
     def unexpected(self, exc: Exception) -> EndpointError:
         """A bug-shaped failure while reading a stream → MalformedStream (never a raw exception)."""
