@@ -23,7 +23,7 @@ still opens with nothing answering (issue "wisp runs end to end",
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -40,6 +40,7 @@ from .episodes.refine import RefineReport, refine_with
 from .memory.verbs import MemoryBinding
 from .model.link import ModelLink
 from .model.sidecall import LinkSideCall
+from .session_options import SessionOptions
 from .sidecall import SideCall
 from .store import Store
 from .tools.approval import Approvals, AskFunction, WorkspaceAllowList
@@ -48,33 +49,6 @@ from .tools.registry import build_registry
 from .toolset import ToolChoice, choose_tools
 
 __all__ = ["Session", "SessionOptions", "SessionError", "Plan", "settle"]
-
-
-@dataclass
-class SessionOptions:
-    """How a session starts. ``resume`` is a conversation id; ``continue_last``
-    reopens the newest; ``tools`` is an explicit tool list (``--tool``), which
-    is exactly that list; ``transport`` is ``tui``, ``ask`` or ``mcp``;
-    ``ask`` is the person's answer to an approval (the TUI's modal; ``None``
-    in ``wisp ask``, where only the allow list counts); ``channel``,
-    ``thread`` and ``sender`` name the exchange's origin for episodic memory
-    (``None``: the conversation, none, the local user). ``side_call`` is the
-    :class:`~wisp.core.sidecall.SideCall` for wisp's own requests (``None``:
-    the session's model, through its link; a test hands in a scripted one),
-    and ``extra_tools`` are tools an embedding program gives beside the
-    named ones (made already; they join the registry after them)."""
-
-    workdir: Path = field(default_factory=Path.cwd)
-    continue_last: bool = False
-    resume: int | None = None
-    tools: list[str] | None = None
-    transport: str = "tui"
-    ask: AskFunction | None = None
-    channel: str | None = None
-    thread: str | None = None
-    sender: str | None = None
-    side_call: SideCall | None = None
-    extra_tools: tuple[Tool, ...] = ()
 
 
 class SessionError(Exception):

@@ -580,6 +580,15 @@ class Store:
         rows = await self._all(sql + " ORDER BY number DESC LIMIT ?", params)
         return [_turn(r) for r in reversed(rows)]
 
+    async def turns_after(self, conversation_id: int, after_number: int, limit: int) -> list[Turn]:
+        """Up to ``limit`` turns numbered above ``after_number``, in ascending
+        order (one query): the page below the turns a view shows (issue 12,
+        "Open what is seen")."""
+        rows = await self._all(
+            f"SELECT {_TURN_COLS} FROM turns WHERE conversation_id = ? AND number > ? ORDER BY number LIMIT ?",
+            (conversation_id, after_number, max(0, int(limit))))
+        return [_turn(r) for r in rows]
+
     async def count_turns(self, conversation_id: int) -> int:
         """How many turns a conversation has."""
         row = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
@@ -811,6 +820,15 @@ class Store:
                 (conversation_id, turn_id),
             )
         return [_entry(r) for r in rows]
+
+    async def last_prompts(self, conversation_id: int, limit: int = 200) -> list[str]:
+        """The conversation's last ``limit`` prompts' texts, oldest first: one
+        query over the prompts alone (issue 12: the prompt history is loaded
+        without reading every entry of the last turns)."""
+        rows = await self._all(
+            "SELECT content FROM entries WHERE conversation_id = ? AND kind = 'prompt'"
+            " ORDER BY number DESC LIMIT ?", (conversation_id, max(0, int(limit))))
+        return [r[0] or "" for r in reversed(rows)]
 
     async def turn_entries(self, turn_ids: Iterable[int]) -> dict[int, list[Entry]]:
         """The entries of many turns at once: ``{turn_id: [entries in number

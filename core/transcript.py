@@ -18,7 +18,7 @@ from typing import Any
 
 from . import events as ev
 
-__all__ = ["TurnView", "TranscriptPage", "load_page", "prompt_history", "turn_events"]
+__all__ = ["TurnView", "TranscriptPage", "load_page", "load_after", "prompt_history", "turn_events"]
 
 #: Turn states that end a turn; an ``open`` turn (still running, or its process died) has no end yet.
 _ENDED = ("done", "stopped", "error", "cut")
@@ -38,10 +38,12 @@ class TurnView:
 
 @dataclass
 class TranscriptPage:
-    """Turns in ascending order and ``earlier``, the count of turns before them."""
+    """Turns in ascending order, ``earlier`` (the count of turns before
+    them) and ``later`` (the count after them, when known; 0 otherwise)."""
 
     turns: list[TurnView]
     earlier: int
+    later: int = 0
 
 
 async def load_page(store: Any, conversation_id: int, limit: int = 50,
@@ -56,10 +58,23 @@ async def load_page(store: Any, conversation_id: int, limit: int = 50,
     return TranscriptPage(views, earlier=max(0, turns[0].number - 1))
 
 
+async def load_after(store: Any, conversation_id: int, after_number: int, limit: int = 50) -> TranscriptPage:
+    """The ``limit`` turns after turn ``after_number`` with their entries, and
+    how many come after them (issue 12: a view that shows a window of a long
+    conversation loads the page below it). Three queries whatever the length."""
+    turns = await store.turns_after(conversation_id, after_number, limit)
+    if not turns:
+        return TranscriptPage([], max(0, after_number), 0)
+    by_turn = await store.turn_entries([t.id for t in turns])
+    views = [TurnView(t.number, t.state, by_turn.get(t.id, []), conversation_id, t.error) for t in turns]
+    total = await store.count_turns(conversation_id)
+    return TranscriptPage(views, earlier=max(0, turns[0].number - 1), later=max(0, total - turns[-1].number))
+
+
 async def prompt_history(store: Any, conversation_id: int, limit: int = 200) -> list[str]:
-    """The conversation's last ``limit`` prompts, oldest first, for Up/Down."""
-    page = await load_page(store, conversation_id, limit=limit)
-    return [e.content for t in page.turns for e in t.entries if e.kind == "prompt"]
+    """The conversation's last ``limit`` prompts, oldest first, for Up/Down
+    (one query over the prompts: :meth:`wisp.core.store.Store.last_prompts`)."""
+    return await store.last_prompts(conversation_id, limit)
 
 
 def turn_events(turn: TurnView) -> list[ev.AgentEvent]:

@@ -6,6 +6,14 @@ renders the :mod:`wisp.core.events` that come back, through the chat pane
 (:class:`~wisp.tui.widgets.ChatPane`), the status bar and the side panels.
 Stored turns are drawn by the same chat pane method as live ones.
 
+Paint first, then open (issue 12, "Fast at every size"): the first frame
+needs only Textual and wisp's own screen. The session (the store, the
+tools, the context, the agent), the endpoint, the slash commands, the
+modal screens and episodic refinement are imported and opened after the
+first paint, or when first used. A stored conversation is shown from its
+last turns, as many as fill the screen; earlier ones come as the person
+scrolls up.
+
 Every handler, action and worker answers a crash with an error line in the
 chat and goes on (issue 11, "Every path answers"; :mod:`wisp.tui.guard`).
 """
@@ -13,31 +21,41 @@ chat and goes on (issue 11, "Every path answers"; :mod:`wisp.tui.guard`).
 from __future__ import annotations
 
 import asyncio
+import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Collapsible
 from textual.worker import Worker, WorkerState
 
 from wisp.core import events as ev
-from wisp.core.commands import is_command, run_command
-from wisp.core.config import Config
-from wisp.core.episodes.refine import REFINE_INTERVAL_S
-from wisp.core.session import Session, SessionOptions
-from wisp.core.transcript import load_page, prompt_history
 from wisp.themes import STYLESHEET, WISP_THEME
 
 from .guard import Guarded
-from .screens import ApprovalScreen, HelpScreen, MemoryScreen, view_for
-from .widgets import ChatPane, CommandOutput, ContextSidebar, Notice, PromptInput, StatusBar, UserMessage
+from .widgets.chat_pane import ChatPane
+from .widgets.context_sidebar import ContextSidebar
+from .widgets.notice import Notice
+from .widgets.prompt_input import PromptInput
+from .widgets.status_bar import StatusBar
+from .widgets.user_message import UserMessage
 
-__all__ = ["WispApp", "PAGE_TURNS"]
+if TYPE_CHECKING:
+    from wisp.core.config import Config
+    from wisp.core.session import Session, SessionOptions
 
-PAGE_TURNS = 50  # turns rendered at a time
+__all__ = ["WispApp", "PAGE_TURNS", "FIRST_PAGE_TURNS"]
+
+#: Turns loaded at a time when the person scrolls up (or presses "Show earlier turns").
+PAGE_TURNS = 20
+#: Turns loaded from the store when a conversation opens; of them, the chat pane mounts those that
+#: fill the screen and keeps the rest for the first scroll up.
+FIRST_PAGE_TURNS = 20
+#: The agent's events are drawn without stopping to paint; after this long (seconds) of events that
+#: did not wait for the network, the turn's worker lets the screen paint once.
+YIELD_EVERY_S = 1 / 60
 
 
 class WispApp(Guarded, App[int]):
@@ -63,15 +81,19 @@ class WispApp(Guarded, App[int]):
         Binding("f5", "inspect_context", "Inspect context", show=False),
     ]
 
-    def __init__(self, options: SessionOptions | None = None, config: Config | None = None,
+    def __init__(self, options: "SessionOptions | None" = None, config: "Config | None" = None,
                  connect: bool = True) -> None:
         super().__init__()
-        self.options = options or SessionOptions()
+        if options is None:
+            from wisp.core.session_options import SessionOptions
+
+            options = SessionOptions()
+        self.options = options
         if self.options.ask is None:  # commands wait for the person's say (tui/approval.py)
             self.options.ask = self.ask_approval
         self._config = config
         self._connect = connect
-        self.session: Session | None = None
+        self.session: "Session | None" = None
         self.turn_worker: Worker[Any] | None = None
         self._first_shown: int | None = None
         self._last_turn_shown = 0
@@ -110,25 +132,33 @@ class WispApp(Guarded, App[int]):
         self.register_theme(WISP_THEME)
         self.theme = _theme_name(self._config, set(self.available_themes))
         self.prompt_input.focus()
-        self.start_session()
-        # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
-        self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
+        self.memory_refine_timer: Any = None
+        # paint first, then open: the session starts once the first frame is on screen
+        self.call_after_refresh(self.start_session)
 
     @work(exclusive=True, group="session", exit_on_error=False)
     async def start_session(self) -> None:
         """Open the session, show the stored conversation, then connect."""
         try:
             try:
+                from wisp.core.session import Session
+
                 self.session = await Session.open(self.options, self._config)
             except Exception as exc:  # a bad config or unknown conversation: say so, stay open
                 await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
                 self.status.state = "error"
                 return
             s = self.session
+            from wisp.core.episodes.refine import REFINE_INTERVAL_S
+
+            # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
+            self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
             self.status.conversation = s.conversation_id
             for problem in getattr(s, "startup_problems", []):
                 await self.chat.add(Notice(problem, "warning"))
             if s.conversation_id is not None:
+                from wisp.core.transcript import prompt_history
+
                 await self.show_page(s.conversation_id)
                 self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
             self.refresh_context()
@@ -163,34 +193,83 @@ class WispApp(Guarded, App[int]):
         return ok
 
     async def show_page(self, conversation_id: int, before: int | None = None) -> None:
-        """Draw a page of stored turns: the last ones, or (``before``) those
-        above the first shown."""
+        """Draw stored turns: the last ones (as many as fill the screen; the
+        rest of the first page is kept for the first scroll up), or
+        (``before``) a page of those above the first shown."""
+        from wisp.core.transcript import load_page
+
         assert self.session is not None
-        page = await load_page(self.session.store, conversation_id, PAGE_TURNS, before)
-        await self.chat.show_turns(page.turns, above=before is not None)
-        if page.turns:
-            self._first_shown = page.turns[0].number
-            self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number)
-        if page.earlier:
-            await self.chat.show_earlier_button(page.earlier)
-        else:
-            await self.chat.hide_earlier_button()
         if before is None:
+            page = await load_page(self.session.store, conversation_id, FIRST_PAGE_TURNS)
+            self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number) if page.turns else 0
+            kept = await self.chat.show_last_turns(page.turns)
             self.chat.anchor()
+        else:
+            page = await load_page(self.session.store, conversation_id, PAGE_TURNS, before)
+            kept = 0
+            await self.chat.show_turns(page.turns, above=True)
+        await self.chat.note_earlier(page.earlier + kept)
 
     async def on_chat_pane_load_earlier(self, message: ChatPane.LoadEarlier) -> None:
-        if self.session and self.session.conversation_id and self._first_shown:
-            await self.show_page(self.session.conversation_id, before=self._first_shown)
+        """The person scrolled up to the first turn shown, or asked for earlier turns."""
+        s = self.session
+        if s is None or not s.conversation_id:
+            return
+        if not await self.chat.show_kept_turns(PAGE_TURNS):  # the rest of the first page, loaded already
+            first = self.chat.first_turn_shown
+            if first is not None and first > 1:
+                await self.show_page(s.conversation_id, before=first)
+        self.chat.loaded()
+
+    async def on_chat_pane_load_later(self, message: ChatPane.LoadLater) -> None:
+        """The person scrolled down to the last stored turn of a window that stops short of the end."""
+        from wisp.core.transcript import load_after
+
+        s = self.session
+        last = self.chat.last_turn_shown
+        if s is None or not s.conversation_id or last is None or not self.chat.later:
+            return
+        page = await load_after(s.store, s.conversation_id, last, PAGE_TURNS)
+        await self.chat.note_later(page.later)
+        await self.chat.show_turns(page.turns)
+        self.chat.loaded()
+
+    async def show_start(self) -> None:
+        """Ctrl+Home: the conversation's first turns (the window jumps there)."""
+        from wisp.core.transcript import load_after
+
+        s = self.session
+        if s is None or not s.conversation_id or not self.chat.earlier or self.chat.streaming:
+            return
+        page = await load_after(s.store, s.conversation_id, 0, PAGE_TURNS)
+        await self.chat.show_window(page.turns, earlier=0, later=page.later)
+
+    async def show_end(self) -> None:
+        """Ctrl+End, or a prompt sent while the window stops short of the end: the last turns again."""
+        s = self.session
+        if s is None or not s.conversation_id or not self.chat.later or self.chat.streaming:
+            return
+        from wisp.core.transcript import load_page
+
+        page = await load_page(s.store, s.conversation_id, PAGE_TURNS)
+        await self.chat.show_window(page.turns, earlier=page.earlier, later=0)
 
     # --- input -----------------------------------------------------------
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         text = message.text
+        if self.chat.later:  # the window of stored turns stops short of the end: show the end again
+            await self.show_end()
         self.chat.anchor()  # the person sent something: follow the end again
         if self.session is None:
             await self.chat.add(Notice("wisp is still starting; try again in a moment.", "warning"))
             return
+        from wisp.core.commands import is_command, run_command  # the commands load on first use
+
         if is_command(text):
+            from .screens import MemoryScreen, view_for
+            from .widgets.command_output import CommandOutput
+
             result = await run_command(self.session, text)
             self.refresh_context()  # /fact, /task … change what the panels show
             view = view_for(result)  # /inspect context, /show: a view, not chat text
@@ -224,13 +303,27 @@ class WispApp(Guarded, App[int]):
         self.status.state = "streaming"
         final_state = "error"
         turn = 0
+        # The agent reads the stream as fast as the endpoint sends: a text delta is only handed to the
+        # reply, which draws what arrived at most once a frame, so nothing here waits for the screen.
+        # Events that came without waiting for the network let the screen paint every YIELD_EVERY_S.
+        clock = time.perf_counter
+        since = clock()
+        text_delta, thinking_delta = ev.TextDelta, ev.ThinkingDelta
         try:
             async for item in s.run_turn(text):
-                if isinstance(item, ev.TurnStarted):
-                    turn = item.turn
-                elif isinstance(item, ev.TurnEnded):
-                    final_state = item.state
-                await self.show_agent_event(item)
+                kind = type(item)
+                if kind is text_delta or kind is thinking_delta:
+                    await self.chat.show_event(item)
+                else:
+                    if kind is ev.TurnStarted:
+                        turn = item.turn
+                    elif kind is ev.TurnEnded:
+                        final_state = item.state
+                    await self.show_agent_event(item)
+                now = clock()
+                if now - since > YIELD_EVERY_S:
+                    await asyncio.sleep(0)
+                    since = clock()
         except asyncio.CancelledError:
             final_state = "stopped"
             await self.show_agent_event(ev.TurnEnded(turn, "stopped"))
@@ -272,6 +365,10 @@ class WispApp(Guarded, App[int]):
     async def action_inspect_context(self) -> None:
         """F5: the same view as /inspect context (F6 selects a line in the prompt)."""
         if self.session is not None:
+            from wisp.core.commands import run_command
+
+            from .screens import view_for
+
             result = await run_command(self.session, "/inspect context")
             view = view_for(result)
             if view is not None:
@@ -289,6 +386,8 @@ class WispApp(Guarded, App[int]):
         """Ask the person about a command in the approval modal; returns
         ``(choice, prefix)`` (see :class:`~wisp.tui.screens.ApprovalScreen`).
         A stopped turn closes the modal."""
+        from .screens.approval import ApprovalScreen
+
         answer: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
         screen = ApprovalScreen(request)
 
@@ -318,6 +417,8 @@ class WispApp(Guarded, App[int]):
         missing = count - self._last_turn_shown
         if missing <= 0:
             return
+        from wisp.core.transcript import load_page
+
         page = await load_page(s.store, s.conversation_id, limit=min(missing, PAGE_TURNS))
         await self.chat.add(Notice(f"{missing} turn{'s' if missing > 1 else ''} added by another wisp "
                                    "process since this one opened:", "warning"))
@@ -367,15 +468,27 @@ class WispApp(Guarded, App[int]):
             return False
         return True
 
-    def action_scroll_chat(self, where: str) -> None:
+    async def action_scroll_chat(self, where: str) -> None:
         """PageUp/PageDown/Ctrl+Home/Ctrl+End scroll the conversation from the
-        prompt (scrolling up lets go of the end; Ctrl+End follows it again)."""
+        prompt (scrolling up lets go of the end; Ctrl+End follows it again).
+        Ctrl+Home goes to the conversation's first turn, Ctrl+End to its last,
+        however many turns are not shown."""
         chat = self.chat
+        if where == "home" and chat.earlier and not chat.streaming:
+            chat.release_anchor()  # going to the start: stop following the end
+            await self.show_start()
+            chat.call_after_refresh(chat.scroll_home, animate=False, immediate=True)
+            return
+        if where == "end" and chat.later and not chat.streaming:
+            await self.show_end()
+            chat.anchor()
         {"page_up": chat.scroll_page_up, "page_down": chat.scroll_page_down,
          "home": chat.scroll_home, "end": chat.scroll_end}[where](animate=False)
 
     def action_toggle_blocks(self) -> None:
         """Ctrl+O: open or close the tool and thinking blocks of the last reply."""
+        from textual.widgets import Collapsible
+
         reply = self.chat.last_reply
         if reply is None:
             return
@@ -395,6 +508,8 @@ class WispApp(Guarded, App[int]):
             event.stop()
 
     def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
         self.push_screen(HelpScreen())
 
     def action_stop(self) -> None:
@@ -425,9 +540,11 @@ class WispApp(Guarded, App[int]):
         await self.close_session()
 
 
-def _theme_name(config: Config | None, available: set[str]) -> str:
+def _theme_name(config: "Config | None", available: set[str]) -> str:
     """The theme from config ``ui.theme`` when Textual knows it, else wisp's."""
     try:
+        from wisp.core.config import Config
+
         name = (config or Config.load()).get("ui.theme")
     except Exception:
         return "wisp"

@@ -32,7 +32,7 @@ LAYERS = [
     {"config"},
     {"model", "context", "episodes"},
     {"memory"},
-    {"tools", "agents_md"},
+    {"tools", "agents_md", "session_options"},
     {"toolset", "agent", "transcript"},
     {"database", "commands"},
     {"session"},

@@ -33,7 +33,11 @@ NARROW_WIDTH = 90
 
 class ContextSidebar(Guarded, Vertical):
     """The three panels in a column beside the chat. Hidden when all three
-    are, and at first in a terminal narrower than :data:`NARROW_WIDTH`."""
+    are, and at first in a terminal narrower than :data:`NARROW_WIDTH`.
+
+    The panels are mounted when they first have something to show (the
+    session's first :meth:`show_state`) or are first toggled, not in the
+    first frame (issue 12, "Paint first, then open")."""
 
     DEFAULT_CSS = """
     ContextSidebar {
@@ -56,9 +60,12 @@ class ContextSidebar(Guarded, Vertical):
             self.display = False
 
     def compose(self) -> ComposeResult:
-        yield self.facts_panel
-        yield self.task_panel
-        yield self.summary_panel
+        return iter(())
+
+    def _mount_panels(self) -> None:
+        """Mount the three panels (once)."""
+        if self.facts_panel.parent is None and self.is_mounted:
+            self.mount(self.facts_panel, self.task_panel, self.summary_panel)
 
     def panel(self, name: str) -> ContextPanel:
         """The panel called ``facts``, ``task`` or ``summary``."""
@@ -66,6 +73,7 @@ class ContextSidebar(Guarded, Vertical):
 
     def toggle(self, name: str) -> bool:
         """Show or hide one panel; returns whether it is shown now."""
+        self._mount_panels()
         panel = self.panel(name)
         if not self.display:  # hidden (all panels off, or a narrow terminal): show it with this panel
             self.display = True
@@ -77,6 +85,7 @@ class ContextSidebar(Guarded, Vertical):
 
     def show_state(self, state: Any) -> None:
         """Draw a :class:`~wisp.core.context.manager.PanelState`."""
+        self._mount_panels()
         self.facts_panel.show(state.facts)
         self.task_panel.show(state.task)
         self.summary_panel.show(state.summary)

@@ -6,8 +6,6 @@ from typing import Any
 
 from rich.text import Text
 
-from wisp.core.context.summary import turn_ranges
-
 from .context_panel import ContextPanel
 
 __all__ = ["SummaryPanel"]
@@ -28,6 +26,8 @@ class SummaryPanel(ContextPanel):
 
     def show(self, summary: Any) -> None:
         """Draw the latest :class:`~wisp.core.context.summary.SummaryVersion` (or ``None``)."""
+        from wisp.core.context.summary import turn_ranges  # the context loads after the first frame
+
         if summary is None:
             self.set_body(Text("None yet: every turn fits in the window.", style="dim"), empty=True)
             return
