@@ -201,7 +201,9 @@ class Agent:
                 composed = prepared.context
                 messages = composed.messages
                 schemas = composed.tools or None
-                estimate = estimate_messages(messages, schemas)
+                estimate = getattr(composed, "estimated", None)  # summed while composing (issue 12)
+                if estimate is None:
+                    estimate = estimate_messages(messages, schemas)
                 planned = composed.total
                 window = self.model.context_window
                 if window and planned > window:

@@ -229,7 +229,7 @@ class ContextManager:
             facts_text += "\n" + fact_line(task)
         outcome = await self.summariser.ensure(ctx, flags=ctx.flags, facts_text=facts_text, model=ctx.model,
                                                context_window=ctx.window, turn=turn,
-                                               loaded=dict(inputs.ended))
+                                               loaded=inputs.loaded_entries())
         events: list[ev.AgentEvent] = []
         for v in outcome.versions:
             events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
