@@ -29,16 +29,14 @@ from typing import Any, Callable, Sequence
 from dataclasses import asdict, is_dataclass
 
 from . import __version__
-from . import events as ev
 from .config import Config, ConfigError
 from .context.cli import add_inspect_parser
-from .context.inspect import inspect_context
-from .database import open_store
-from .episodes.cli import add_memory_parser, run_memory
-from .model.sidecall import ConfigSideCall
-from .session import Session, SessionError, SessionOptions
+from .episodes.cli import add_memory_parser
+from .session_options import SessionError, SessionOptions, unknown_conversation
 from .text import TerminalText
-from .tools.shell import NotSimple, simple_words
+
+# Only what parsing the command line needs is imported here: the TUI's first frame waits for this
+# module, so each command imports the rest of the core when it runs (issue 12, "Paint first, then open").
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -136,7 +134,7 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
                 raise UsageError("the TUI is not available here; use `wisp ask`")
             options = session_options(args, "tui")
             # a malformed config, an unknown conversation or tool stops here, before the screen opens
-            asyncio.run(_check_session(options))
+            _check_tui_options(options)
             return run_tui(options)
         if args.command == "ask":
             return asyncio.run(_ask(args))
@@ -145,6 +143,10 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
         if args.command == "config":
             return _config(args)
         if args.command == "memory":
+            from .database import open_store
+            from .episodes.cli import run_memory
+            from .model.sidecall import ConfigSideCall
+
             return run_memory(args, ConfigSideCall, open_store)
         if args.command == "inspect":
             return asyncio.run(_inspect(args))
@@ -188,13 +190,37 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"--workdir {workdir} is not a directory")
 
 
-async def _check_session(options: SessionOptions) -> None:
-    """Open and close a session: raises what would stop the TUI from opening."""
-    session = await Session.open(options)
-    await session.close()
+def _check_tui_options(options: SessionOptions) -> None:
+    """What would stop the TUI from opening, found before its screen opens and
+    without opening a session (issue 12, "Paint first, then open"): a bad
+    config (:class:`ConfigError`), ``--resume`` of a conversation that is not
+    stored, an unknown ``--tool`` or a bad ``tools:`` line in the working
+    directory's AGENTS.md (:class:`SessionError`). A resumed conversation's
+    own directory and tools are settled when the session opens, in the TUI."""
+    from .agents_md import load_agents_md
+    from .store import conversation_exists
+    from .toolset import choose_tools
+
+    config = Config.load()
+    if options.resume is not None:
+        if not conversation_exists(config.db_path, options.resume):
+            raise unknown_conversation(options.resume)
+        if options.tools is not None:
+            try:
+                choose_tools(options.tools, None, config)
+            except ValueError as exc:
+                raise SessionError(str(exc)) from None
+        return
+    try:
+        choose_tools(options.tools, load_agents_md(Path(options.workdir).resolve()), config)
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
 
 
 async def _ask(args: argparse.Namespace) -> int:
+    from . import events as ev
+    from .session import Session
+
     if args.prompt == "-":  # bytes that are not UTF-8 become replacement characters, not a crash
         prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     else:
@@ -235,6 +261,8 @@ async def _ask(args: argparse.Namespace) -> int:
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
                 command = str(item.meta.get("command", ""))
+                from .tools.shell import NotSimple, simple_words
+
                 try:
                     simple_words(command)
                     how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
@@ -261,6 +289,8 @@ async def _ask(args: argparse.Namespace) -> int:
 
 
 async def _conversations(args: argparse.Namespace) -> int:
+    from .database import open_store
+
     config = Config.load()
     async with await open_store(config.db_path) as store:
         rows = await store.list_conversations(limit=args.limit)
@@ -292,6 +322,9 @@ async def _inspect(args: argparse.Namespace) -> int:
     if getattr(args, "inspect_command", None) != "context":
         print("wisp: error: say what to inspect: wisp inspect context", file=sys.stderr)
         return EXIT_USAGE
+    from .context.inspect import inspect_context
+    from .session import Session
+
     options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None, transport="ask")
     try:
         session = await Session.open(options)

@@ -25,35 +25,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
-from . import events as ev
-from .agent import Agent, AgentSettings
 from .agents_md import AgentsMd, load_agents_md
 from .audit import AuditLog
 from .config import Config
-from .context.manager import ContextManager
-from .context.notes import ModelNotes
 from .database import open_store
-from .episodes.capture import Capture, Origin
-from .episodes.refine import RefineReport, refine_with
-from .memory.verbs import MemoryBinding
-from .model.link import ModelLink
-from .model.sidecall import LinkSideCall
-from .session_options import SessionOptions
-from .sidecall import SideCall
+from .session_options import SessionError, SessionOptions, unknown_conversation
 from .store import Store
-from .tools.approval import Approvals, AskFunction, WorkspaceAllowList
-from .tools.base import Tool
-from .tools.registry import build_registry
 from .toolset import ToolChoice, choose_tools
 
-__all__ = ["Session", "SessionOptions", "SessionError", "Plan", "settle"]
+if TYPE_CHECKING:
+    from .agent import AgentSettings
+    from .episodes.refine import RefineReport
+    from .sidecall import SideCall
 
+# The parts a session builds (the model link, the tools, the context, the agent…) are imported when
+# it builds them (Opening.build): a view can open the store and settle the conversation, and show it,
+# before the rest of the core is loaded (issue 12, "Paint first, then open").
 
-class SessionError(Exception):
-    """A session could not open: a bad config, an unknown conversation or tool.
-    The message is one line saying what to do."""
+__all__ = ["Session", "SessionOptions", "SessionError", "Plan", "settle", "Opening"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +79,7 @@ async def settle(options: SessionOptions, config: Config, store: Store) -> Plan:
     if options.resume is not None:
         conversation = await store.get_conversation(options.resume)
         if conversation is None:
-            raise SessionError(f"no conversation {options.resume}; `wisp conversations` lists them")
+            raise unknown_conversation(options.resume)
     elif options.continue_last:
         conversation = await store.last_conversation()
     workdir = Path(options.workdir).resolve()
@@ -115,6 +106,48 @@ async def settle(options: SessionOptions, config: Config, store: Store) -> Plan:
     return Plan(conversation.id if conversation else None, workdir, agents, choice, kept)
 
 
+@dataclass
+class Opening:
+    """A session half open: the config loaded, the store and the audit log
+    open, the conversation settled (``plan``), nothing built yet. A view
+    can read the stored conversation from ``store`` and show it while the
+    rest of the core loads; :meth:`build` then makes the
+    :class:`Session` (issue 12, "Paint first, then open"). :meth:`close`
+    closes the store of an opening that is not built."""
+
+    options: SessionOptions
+    config: Config
+    store: Store
+    audit: AuditLog
+    plan: Plan
+
+    @classmethod
+    async def start(cls, options: SessionOptions, config: Config | None = None) -> "Opening":
+        """Load the config, open the store and the audit log, settle the
+        conversation (:func:`settle`). Raises :class:`SessionError` (and
+        :class:`wisp.core.config.ConfigError` for a bad config file)."""
+        config = config or Config.load()
+        store = await open_store(config.db_path)
+        try:
+            await store.recover_open_turns()
+            audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
+                             max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+            plan = await settle(options, config, store)
+            return cls(options, config, store, audit, plan)
+        except BaseException:
+            await store.close()
+            raise
+
+    def build(self) -> "Session":
+        """Build the session's parts, each once (:class:`Session`). If that
+        raises, the store is still open: :meth:`close` it."""
+        return Session(self.options, self.config, self.store, self.audit, self.plan)
+
+    async def close(self) -> None:
+        """Close the store (an opening that will not be built)."""
+        await self.store.close()
+
+
 class Session:
     """An open session. Use ``async with await Session.open(options)`` or call
     :meth:`close`.
@@ -131,6 +164,16 @@ class Session:
     """
 
     def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog, plan: Plan):
+        from .agent import Agent
+        from .context.manager import ContextManager
+        from .context.notes import ModelNotes
+        from .episodes.capture import Capture, Origin
+        from .memory.verbs import MemoryBinding
+        from .model.link import ModelLink
+        from .model.sidecall import LinkSideCall
+        from .tools.approval import Approvals, WorkspaceAllowList
+        from .tools.registry import build_registry
+
         self.options = options
         self.config = config
         self.store = store
@@ -139,7 +182,7 @@ class Session:
         self.workdir = plan.workdir
         self.conversation_id = plan.conversation_id
         self.link = ModelLink(config)
-        self.side_call: SideCall = options.side_call or LinkSideCall(self.link)
+        self.side_call: "SideCall" = options.side_call or LinkSideCall(self.link)
         self.notes = ModelNotes.over(store, audit)
         self.tools = build_registry(plan.tool_choice.names, memory=MemoryBinding(
             store, audit, self.notes, self.side_call, lambda: self.link.context_window, config),
@@ -207,7 +250,9 @@ class Session:
     def context_window(self) -> int | None:
         return self.link.context_window
 
-    def _settings(self) -> AgentSettings:
+    def _settings(self) -> "AgentSettings":
+        from .agent import AgentSettings
+
         return AgentSettings(max_steps=int(self.config.get("agent.max_steps")),
                              think=str(self.config.get("model.think")))
 
@@ -216,19 +261,15 @@ class Session:
     @classmethod
     async def open(cls, options: SessionOptions, config: Config | None = None) -> "Session":
         """Load the config, open the store and the audit log, settle the
-        conversation (:func:`settle`), then build the session. Raises
+        conversation (:func:`settle`), then build the session
+        (:meth:`Opening.start`, then :meth:`Opening.build`). Raises
         :class:`SessionError` (and :class:`wisp.core.config.ConfigError` for a
         bad config file)."""
-        config = config or Config.load()
-        store = await open_store(config.db_path)
+        opening = await Opening.start(options, config)
         try:
-            await store.recover_open_turns()
-            audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
-                             max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
-            plan = await settle(options, config, store)
-            return cls(options, config, store, audit, plan)
+            return opening.build()
         except BaseException:
-            await store.close()
+            await opening.close()
             raise
 
     async def __aenter__(self) -> "Session":
@@ -273,6 +314,8 @@ class Session:
         another live wisp process is running gets an ``Error`` event of kind
         ``busy`` and no turn: two processes would interleave their turns.
         """
+        from . import events as ev
+
         conversation = await self.ensure_conversation()
         self.agent.settings = self._settings()
         owner = await self.store.running_elsewhere(conversation)
@@ -287,10 +330,12 @@ class Session:
             yield item
         await self.store.touch_conversation(conversation)
 
-    async def refine_memory(self) -> RefineReport | None:
+    async def refine_memory(self) -> "RefineReport | None":
         """One run of episodic memory's refinement through this session's
         model (the TUI's timer). Never raises; ``None`` on an unexpected
         failure (issue "Episodic memory")."""
+        from .episodes.refine import refine_with
+
         return await refine_with(self.store, self.config, self.side_call, trigger="tui")
 
 

@@ -13,7 +13,17 @@ if TYPE_CHECKING:
     from .tools.approval import AskFunction
     from .tools.base import Tool
 
-__all__ = ["SessionOptions"]
+__all__ = ["SessionOptions", "SessionError", "unknown_conversation"]
+
+
+class SessionError(Exception):
+    """A session could not open: a bad config, an unknown conversation or tool.
+    The message is one line saying what to do."""
+
+
+def unknown_conversation(conversation_id: int) -> SessionError:
+    """The error of ``--resume ID`` for a conversation that is not stored."""
+    return SessionError(f"no conversation {conversation_id}; `wisp conversations` lists them")
 
 
 @dataclass

@@ -55,6 +55,7 @@ __all__ = [
     "Turn",
     "Entry",
     "Store",
+    "conversation_exists",
     "utc_now",
 ]
 
@@ -164,6 +165,27 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def conversation_exists(path: str | os.PathLike[str], conversation_id: int) -> bool:
+    """Whether the database at ``path`` holds conversation ``conversation_id``:
+    one read with the standard library's sqlite3, read-only, with no
+    migration, so a command line can be checked before anything opens the
+    store (``wisp --resume ID`` stops before the screen opens; issue 12,
+    "Paint first, then open"). False when the file or its tables are not
+    there yet, or the id cannot be stored."""
+    p = Path(path).expanduser()
+    if not p.exists() or not fits([conversation_id]):
+        return False
+    try:
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            row = db.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
 
 
 # --- records ------------------------------------------------------------------

@@ -31,7 +31,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.worker import Worker, WorkerState
 
-from wisp.core import events as ev
 from wisp.themes import STYLESHEET, WISP_THEME
 
 from .guard import Guarded
@@ -43,6 +42,7 @@ from .widgets.status_bar import StatusBar
 from .widgets.user_message import UserMessage
 
 if TYPE_CHECKING:
+    from wisp.core import events as ev
     from wisp.core.config import Config
     from wisp.core.session import Session, SessionOptions
 
@@ -94,6 +94,7 @@ class WispApp(Guarded, App[int]):
         self._config = config
         self._connect = connect
         self.session: "Session | None" = None
+        self._store: Any = None  # the store, from the moment it opens (before the session is built)
         self.turn_worker: Worker[Any] | None = None
         self._first_shown: int | None = None
         self._last_turn_shown = 0
@@ -138,34 +139,54 @@ class WispApp(Guarded, App[int]):
 
     @work(exclusive=True, group="session", exit_on_error=False)
     async def start_session(self) -> None:
-        """Open the session, show the stored conversation, then connect."""
-        try:
-            try:
-                from wisp.core.session import Session
+        """Open the session, show the stored conversation, then connect.
 
-                self.session = await Session.open(self.options, self._config)
+        The store opens and the conversation is settled and shown first
+        (:class:`wisp.core.session.Opening`); the rest of the session (the
+        tools, the context, the agent, the model link) is built after the
+        last turns are on screen."""
+        try:
+            from wisp.core.session import Opening
+
+            try:
+                opening = await Opening.start(self.options, self._config)
             except Exception as exc:  # a bad config or unknown conversation: say so, stay open
                 await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
                 self.status.state = "error"
                 return
-            s = self.session
+            self._store = opening.store
+            conversation = opening.plan.conversation_id
+            self.status.conversation = conversation
+            agents = opening.plan.agents_md
+            for problem in (agents.problems if agents is not None else []):
+                await self.chat.add(Notice(problem, "warning"))
+            if conversation is not None:
+                from wisp.core.transcript import prompt_history
+
+                await self.show_page(conversation)
+                self.prompt_input.prompt_history = await prompt_history(opening.store, conversation)
+            try:
+                self.session = opening.build()
+            except Exception as exc:
+                await opening.close()
+                await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
+                self.status.state = "error"
+                return
             from wisp.core.episodes.refine import REFINE_INTERVAL_S
 
             # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
             self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
-            self.status.conversation = s.conversation_id
-            for problem in getattr(s, "startup_problems", []):
-                await self.chat.add(Notice(problem, "warning"))
-            if s.conversation_id is not None:
-                from wisp.core.transcript import prompt_history
-
-                await self.show_page(s.conversation_id)
-                self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
             self.refresh_context()
             if self._connect:
                 await self.connect()
         finally:
             self.ready.set()
+
+    def _conversation_shown(self) -> int | None:
+        """The conversation on screen (known before the session is built)."""
+        if self.session is not None:
+            return self.session.conversation_id
+        return self.status.conversation
 
     async def connect(self) -> bool:
         """Resolve the endpoint; show which model and endpoint, or why none."""
@@ -198,38 +219,38 @@ class WispApp(Guarded, App[int]):
         (``before``) a page of those above the first shown."""
         from wisp.core.transcript import load_page
 
-        assert self.session is not None
+        store = self._store
         if before is None:
-            page = await load_page(self.session.store, conversation_id, FIRST_PAGE_TURNS)
+            page = await load_page(store, conversation_id, FIRST_PAGE_TURNS)
             self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number) if page.turns else 0
             kept = await self.chat.show_last_turns(page.turns)
             self.chat.anchor()
         else:
-            page = await load_page(self.session.store, conversation_id, PAGE_TURNS, before)
+            page = await load_page(store, conversation_id, PAGE_TURNS, before)
             kept = 0
             await self.chat.show_turns(page.turns, above=True)
         await self.chat.note_earlier(page.earlier + kept)
 
     async def on_chat_pane_load_earlier(self, message: ChatPane.LoadEarlier) -> None:
         """The person scrolled up to the first turn shown, or asked for earlier turns."""
-        s = self.session
-        if s is None or not s.conversation_id:
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation:
             return
         if not await self.chat.show_kept_turns(PAGE_TURNS):  # the rest of the first page, loaded already
             first = self.chat.first_turn_shown
             if first is not None and first > 1:
-                await self.show_page(s.conversation_id, before=first)
+                await self.show_page(conversation, before=first)
         self.chat.loaded()
 
     async def on_chat_pane_load_later(self, message: ChatPane.LoadLater) -> None:
         """The person scrolled down to the last stored turn of a window that stops short of the end."""
         from wisp.core.transcript import load_after
 
-        s = self.session
+        conversation = self._conversation_shown()
         last = self.chat.last_turn_shown
-        if s is None or not s.conversation_id or last is None or not self.chat.later:
+        if self._store is None or not conversation or last is None or not self.chat.later:
             return
-        page = await load_after(s.store, s.conversation_id, last, PAGE_TURNS)
+        page = await load_after(self._store, conversation, last, PAGE_TURNS)
         await self.chat.note_later(page.later)
         await self.chat.show_turns(page.turns)
         self.chat.loaded()
@@ -238,20 +259,20 @@ class WispApp(Guarded, App[int]):
         """Ctrl+Home: the conversation's first turns (the window jumps there)."""
         from wisp.core.transcript import load_after
 
-        s = self.session
-        if s is None or not s.conversation_id or not self.chat.earlier or self.chat.streaming:
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation or not self.chat.earlier or self.chat.streaming:
             return
-        page = await load_after(s.store, s.conversation_id, 0, PAGE_TURNS)
+        page = await load_after(self._store, conversation, 0, PAGE_TURNS)
         await self.chat.show_window(page.turns, earlier=0, later=page.later)
 
     async def show_end(self) -> None:
         """Ctrl+End, or a prompt sent while the window stops short of the end: the last turns again."""
-        s = self.session
-        if s is None or not s.conversation_id or not self.chat.later or self.chat.streaming:
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation or not self.chat.later or self.chat.streaming:
             return
         from wisp.core.transcript import load_page
 
-        page = await load_page(s.store, s.conversation_id, PAGE_TURNS)
+        page = await load_page(self._store, conversation, PAGE_TURNS)
         await self.chat.show_window(page.turns, earlier=page.earlier, later=0)
 
     # --- input -----------------------------------------------------------
@@ -292,6 +313,8 @@ class WispApp(Guarded, App[int]):
     async def run_turn(self, text: str) -> None:
         """Run one turn and draw its events as they come; Esc (cancelling
         this worker) ends it as stopped."""
+        from wisp.core import events as ev
+
         assert self.session is not None
         s = self.session
         if s.endpoint is None and not await self.connect():
@@ -335,6 +358,8 @@ class WispApp(Guarded, App[int]):
     async def show_agent_event(self, item: ev.AgentEvent) -> None:
         """Draw one event of the live turn: in the chat, the status bar and
         the panels. An event drawn wrong is reported, and the turn goes on."""
+        from wisp.core import events as ev
+
         try:
             if isinstance(item, ev.TurnStarted):
                 self.status.conversation = item.conversation
@@ -535,6 +560,9 @@ class WispApp(Guarded, App[int]):
         if self.session is not None:
             await self.session.close()
             self.session = None
+        elif self._store is not None:  # opened, never built (wisp quit while it was opening)
+            await self._store.close()
+        self._store = None
 
     async def on_unmount(self) -> None:
         await self.close_session()

@@ -30,7 +30,7 @@ _WHERE = {
     "TaskPanel": "task_panel",
     "ThinkingBlock": "thinking_block",
     "ToolBlock": "tool_block",
-    "TurnRenderer": "chat_pane",
+    "TurnRenderer": "turn_renderer",
     "UserMessage": "user_message",
     "source_mark": "context_panel",
 }

@@ -24,130 +24,34 @@ would put it.
 from __future__ import annotations
 
 import math
-from typing import Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Button
-
-from wisp.core import events as ev
-from wisp.core.transcript import turn_events
 
 from ..guard import Guarded
-from .assistant_message import AssistantMessage
-from .notice import Notice
-from .tool_block import ToolBlock
-from .user_message import UserMessage
 
-__all__ = ["ChatPane", "TurnRenderer", "MARKERS"]
+if TYPE_CHECKING:
+    from textual.widgets import Button
 
-#: The marker line written beside a reply that did not end normally, by kind.
-MARKERS = {
-    "cut": ("✂ cut at the output limit — not finished", "warning"),
-    "stopped": ("■ stopped — the reply so far is kept", "warning"),
-    "stopped-before-reply": ("■ stopped", "warning"),
-    "incomplete": ("⚠ incomplete — the reply so far is kept", "warning"),
-}
+    from wisp.core import events as ev
 
-#: Added to the output of a tool that was still running when its turn was stopped.
-TOOL_STOPPED = "\n■ stopped"
+    from .assistant_message import AssistantMessage
+    from .turn_renderer import TurnRenderer
+
+__all__ = ["ChatPane", "TurnRenderer", "MARKERS", "TOOL_STOPPED", "estimate_rows"]
 
 
-class TurnRenderer:
-    """Draws the events of turns, one after another, as widgets.
+def __getattr__(name: str) -> Any:
+    """``TurnRenderer``, ``MARKERS`` and ``TOOL_STOPPED`` live in :mod:`.turn_renderer`
+    (loaded with the first turn drawn, not with the first frame)."""
+    if name in ("TurnRenderer", "MARKERS", "TOOL_STOPPED"):
+        from . import turn_renderer
 
-    ``place`` puts a new widget after everything drawn so far (mounting it at
-    the end of the chat, or keeping it in a list to mount at once);
-    ``last`` returns the last widget placed (or ``None``). Events that are
-    not drawn (usage, fact and summary changes) are ignored: the app shows
-    those in the status bar and the side panels. ``live``: the turn is
-    running (a ``run_command`` block opens so its output streams in view;
-    a stored one stays one line until opened).
-    """
-
-    def __init__(self, place: Callable[[Widget], Awaitable[None]], last: Callable[[], Widget | None],
-                 *, live: bool = False) -> None:
-        self._place = place
-        self._last = last
-        self.live = live
-        self.reply: AssistantMessage | None = None
-        self.blocks: dict[str, ToolBlock] = {}
-
-    async def show(self, event: ev.AgentEvent) -> None:
-        """Draw one event of a turn (live or stored alike)."""
-        if type(event) is ev.TextDelta and self.reply is not None:  # the stream's own path: no wait
-            await self.reply.add_text(event.text)
-            return
-        if isinstance(event, ev.TurnStarted):
-            self._new_turn()
-            await self._place(UserMessage(event.prompt, entry=event.entry))
-        elif isinstance(event, ev.ThinkingDelta):
-            await (await self._reply()).add_thinking(event.text)
-        elif isinstance(event, ev.TextDelta):
-            await (await self._reply()).add_text(event.text)
-        elif isinstance(event, ev.ToolCall):
-            # a running command's output streams in view; a stored block is one line until opened
-            block = ToolBlock(event.name, event.arguments, event.call_id, event.entry,
-                              collapsed=not (self.live and event.name == "run_command"))
-            self.blocks[event.call_id] = block
-            await (await self._reply()).add_tool(block)
-        elif isinstance(event, ev.ToolOutput):
-            if event.call_id in self.blocks:
-                self.blocks[event.call_id].stream(event.text)
-        elif isinstance(event, ev.ToolResult):
-            if event.call_id in self.blocks:
-                self.blocks[event.call_id].finish(event.content, event.ok, event.entry)
-        elif isinstance(event, ev.ReplyRecorded):
-            if self.reply is not None and event.cut:
-                await self.mark("cut")
-            elif self.reply is not None and event.partial:
-                self.reply.partial = True  # why (an error, a stop) comes next
-        elif isinstance(event, ev.Notice):
-            last = self._last()
-            if event.key is not None and isinstance(last, Notice) and last.key == event.key:
-                last.set_text(event.text)  # one line for one changing state
-            else:
-                await self._place(Notice(event.text, event.level, key=event.key))
-        elif isinstance(event, ev.Error):
-            if self.reply is not None:
-                await self.mark("incomplete")
-            await self._place(Notice(event.message, "error"))
-        elif isinstance(event, ev.TurnEnded):
-            await self._end(event.state)
-
-    async def mark(self, kind: str) -> None:
-        """End the reply and write the marker of ``kind`` (a key of
-        :data:`MARKERS`) beside it, once per reply."""
-        text, level = MARKERS[kind]
-        reply = self.reply
-        if reply is not None:
-            await reply.finish(cut=kind == "cut", partial=kind != "cut")
-            self.reply = None  # marked once: a later end or error adds no second marker
-        await self._place(Notice(text, level))
-
-    async def _end(self, state: str) -> None:
-        """The turn ended in ``state`` (``done``, ``cut``, ``error``, ``stopped``)."""
-        if state == "stopped":
-            for block in self.blocks.values():  # a tool still running was ended with the turn
-                if block.running:
-                    block.finish(block.output + TOOL_STOPPED, False)
-            await self.mark("stopped" if self.reply is not None else "stopped-before-reply")
-        elif self.reply is not None:
-            await self.reply.finish(cut=state == "cut")
-        self._new_turn()
-
-    def _new_turn(self) -> None:
-        self.reply = None
-        self.blocks = {}
-
-    async def _reply(self) -> AssistantMessage:
-        if self.reply is None:
-            self.reply = AssistantMessage()
-            await self._place(self.reply)
-        return self.reply
-
+        return getattr(turn_renderer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Rows of the screen's height to fill with the last turns when a conversation opens
 #: (twice the pane's height, so the first scroll up has turns to show).
@@ -224,7 +128,7 @@ class ChatPane(Guarded, VerticalScroll):
         self.later_button: Button | None = None
         #: The column of the conversation's widgets, in order.
         self.log_column = Vertical(id="chat-log")
-        self.live = TurnRenderer(self.add, self._last_shown, live=True)
+        self._live: TurnRenderer | None = None
         #: Stored turns loaded but not mounted yet (the rest of the first page), oldest first.
         self._kept: list[Any] = []
         #: The stored turns mounted, in order: (turn number, its widgets).
@@ -268,14 +172,25 @@ class ChatPane(Guarded, VerticalScroll):
             self._live_turn[1].append(widget)
         await self.log_column.mount(widget)
 
-    async def show_event(self, event: ev.AgentEvent) -> None:
+    @property
+    def live(self) -> "TurnRenderer":
+        """The renderer of the live turn (made with the first one)."""
+        if self._live is None:
+            from .turn_renderer import TurnRenderer
+
+            self._live = TurnRenderer(self.add, self._last_shown, live=True)
+        return self._live
+
+    async def show_event(self, event: "ev.AgentEvent") -> None:
         """Draw one event of the live turn at the end (its widgets join the
         window of turns shown, like a stored turn's)."""
-        if type(event) is ev.TurnStarted:
-            self._live_turn = (event.turn, [])
+        live = self._live or self.live
+        kind = type(event).__name__
+        if kind == "TurnStarted":
+            self._live_turn = (event.turn, [])  # type: ignore[attr-defined]
             self._window.append(self._live_turn)
-        await self.live.show(event)
-        if type(event) is ev.TurnEnded:
+        await live.show(event)
+        if kind == "TurnEnded":
             self._live_turn = None
 
     @property
@@ -285,6 +200,10 @@ class ChatPane(Guarded, VerticalScroll):
 
     async def _draw(self, turns: Iterable[Any]) -> list[tuple[int, list[Widget]]]:
         """The widgets of stored turns (:class:`~wisp.core.transcript.TurnView`), turn by turn."""
+        from wisp.core.transcript import turn_events
+
+        from .turn_renderer import TurnRenderer
+
         out: list[tuple[int, list[Widget]]] = []
         for turn in turns:
             widgets: list[Widget] = []
@@ -419,6 +338,8 @@ class ChatPane(Guarded, VerticalScroll):
         self.later = max(0, count)
         label = f"↓ Show later turns ({self.later:,} not shown)"
         if self.later and self.later_button is None:
+            from textual.widgets import Button
+
             self.later_button = Button(label, id="load-later", compact=True)
             if self._window:
                 await self.log_column.mount(self.later_button, after=self._window[-1][1][-1])
@@ -466,8 +387,10 @@ class ChatPane(Guarded, VerticalScroll):
         self.call_after_refresh(self.check_edges)
 
     @property
-    def last_reply(self) -> AssistantMessage | None:
+    def last_reply(self) -> "AssistantMessage | None":
         """The last reply shown, or ``None``."""
+        from .assistant_message import AssistantMessage
+
         replies = self.query(AssistantMessage)
         return replies.last() if replies else None
 
@@ -475,6 +398,8 @@ class ChatPane(Guarded, VerticalScroll):
         """Show (or update) the button that loads the ``count`` hidden earlier turns."""
         label = f"↑ Show earlier turns ({count:,} not shown)"
         if self.earlier_button is None:
+            from textual.widgets import Button
+
             self.earlier_button = Button(label, id="load-earlier", compact=True)
             column = self.log_column
             await column.mount(self.earlier_button, before=0 if column.children else None)
@@ -487,7 +412,7 @@ class ChatPane(Guarded, VerticalScroll):
             await self.earlier_button.remove()
             self.earlier_button = None
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
+    def on_button_pressed(self, event: "Button.Pressed") -> None:
         if event.button.id == "load-earlier":
             event.stop()
             self.post_message(self.LoadEarlier())

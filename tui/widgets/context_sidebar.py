@@ -11,16 +11,18 @@ only draw it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from ..guard import Guarded
-from .context_panel import ContextPanel
-from .facts_panel import FactsPanel
-from .summary_panel import SummaryPanel
-from .task_panel import TaskPanel
+
+if TYPE_CHECKING:
+    from .context_panel import ContextPanel
+    from .facts_panel import FactsPanel
+    from .summary_panel import SummaryPanel
+    from .task_panel import TaskPanel
 
 __all__ = ["ContextSidebar", "PANELS", "NARROW_WIDTH"]
 
@@ -51,9 +53,30 @@ class ContextSidebar(Guarded, Vertical):
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.facts_panel = FactsPanel(id=PANELS["facts"][1])
-        self.task_panel = TaskPanel(id=PANELS["task"][1])
-        self.summary_panel = SummaryPanel(id=PANELS["summary"][1])
+        self._panels: tuple[FactsPanel, TaskPanel, SummaryPanel] | None = None
+
+    def _made(self) -> "tuple[FactsPanel, TaskPanel, SummaryPanel]":
+        """The three panels, made (and their modules loaded) on first use."""
+        if self._panels is None:
+            from .facts_panel import FactsPanel
+            from .summary_panel import SummaryPanel
+            from .task_panel import TaskPanel
+
+            self._panels = (FactsPanel(id=PANELS["facts"][1]), TaskPanel(id=PANELS["task"][1]),
+                            SummaryPanel(id=PANELS["summary"][1]))
+        return self._panels
+
+    @property
+    def facts_panel(self) -> "FactsPanel":
+        return self._made()[0]
+
+    @property
+    def task_panel(self) -> "TaskPanel":
+        return self._made()[1]
+
+    @property
+    def summary_panel(self) -> "SummaryPanel":
+        return self._made()[2]
 
     def on_mount(self) -> None:
         if self.app.size.width < NARROW_WIDTH:  # the chat needs the room; F2–F4 bring the panels back
@@ -64,10 +87,11 @@ class ContextSidebar(Guarded, Vertical):
 
     def _mount_panels(self) -> None:
         """Mount the three panels (once)."""
-        if self.facts_panel.parent is None and self.is_mounted:
-            self.mount(self.facts_panel, self.task_panel, self.summary_panel)
+        panels = self._made()
+        if panels[0].parent is None and self.is_mounted:
+            self.mount(*panels)
 
-    def panel(self, name: str) -> ContextPanel:
+    def panel(self, name: str) -> "ContextPanel":
         """The panel called ``facts``, ``task`` or ``summary``."""
         return {"facts": self.facts_panel, "task": self.task_panel, "summary": self.summary_panel}[name]
 
