@@ -34,7 +34,6 @@ from typing import Any, Iterable, Protocol
 from .. import events as ev
 from ..sidecall import SideCall
 from ..tokens import window_from
-from ..outputs import fact_name_for_command, read_test_run
 from .calibration import Calibration, CalibrationState
 from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, build
 from .facts import Fact, FactOutcome, fact_event, fact_line
@@ -302,6 +301,8 @@ class ContextManager:
             status = meta.get("exit_status", meta.get("exit_code"))
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
             tests = meta.get("tests")
+            from ..outputs import fact_name_for_command  # the output readers load with the first tool output
+
             if isinstance(tests, dict) and tests.get("summary"):
                 # run_command read the run already (wisp.core.outputs)
                 outcome = await self._record_fact(
@@ -336,6 +337,8 @@ class ContextManager:
         :func:`wisp.core.outputs.read_test_run`), named after the command; ``None``
         when the output is not a test run. Recording the same result from the
         same entry twice changes nothing."""
+        from ..outputs import fact_name_for_command, read_test_run
+
         run = read_test_run(output, exit_status, command)
         if run is None:
             return None

@@ -28,8 +28,6 @@ from typing import Any, Callable
 
 from ..context.notes import ModelNotes
 from ..context.recall import describe_entry, stored_range
-from ..episodes.tool_verbs import run_episodic_verb
-from ..outputs import summarise
 from ..sidecall import SideCall
 from . import recall as rc
 from .condense import condense
@@ -192,6 +190,8 @@ class Memory:
             assert req.target is not None
             text = f"recall {req.target.name}"
             event["target"] = {"kind": "memory", "memory": req.target.name}
+        from ..episodes.tool_verbs import run_episodic_verb  # episodic memory loads when first asked
+
         answer = await run_episodic_verb(b.store, b.config, text)
         event["found"] = bool(answer) and not answer.startswith(("memory:", "error:"))
         return answer or "memory: episodic memory had nothing for that request"
@@ -220,6 +220,8 @@ class Memory:
             event["audit_events"] = [got.entry.audit_event_id]
         label = f"entry {number} ({describe_entry(got.entry)})"
         if req.verb == "summarise":
+            from ..outputs import summarise  # the output readers load when an output is first summarised
+
             s = summarise(got.content, got.entry.meta, overview=req.overview, budget_tokens=budget,
                           hint=f"condense entry {number}: QUESTION can read them")
             event.update(summary="overview" if req.overview else "notable", mode=s.mode, readers=s.readers,
