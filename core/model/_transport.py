@@ -179,6 +179,20 @@ def error_from_object(obj: Any) -> tuple[str, str | None]:
     return json.dumps(obj), None
 
 
+def _tls_for(base_url: str) -> dict[str, Any]:
+    """The client's TLS settings for ``base_url``: httpx's own (the system's
+    trusted certificates, loaded when the client is made, about 0.1 s) for
+    an ``https`` endpoint; for a plain ``http`` one, which never makes a TLS
+    connection, a context that trusts no certificate at all, so nothing is
+    loaded and a stray TLS connection could only fail, never pass unchecked
+    (issue 12, "Connect once")."""
+    if base_url.lower().startswith("http://"):
+        import ssl
+
+        return {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)}
+    return {}
+
+
 class HttpEndpoint:
     """Base of the adapters: client, URL joining, error mapping and the 503 wait.
 
@@ -219,7 +233,7 @@ class HttpEndpoint:
         if client is None:
             client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout_s, connect=min(connect_timeout_s, self.timeout_s)),
-                trust_env=False,
+                trust_env=False, **_tls_for(self.base_url),
             )
         self._client = client
 
@@ -377,6 +391,36 @@ class HttpEndpoint:
             return []
 
     # -- requests -------------------------------------------------------
+
+    async def probe(self, path: str, key: str, *, connect_s: float = 1.0,
+                    read_s: float = 3.0) -> tuple[bool, str, Any]:
+        """``GET path`` on this endpoint's own client, with short timeouts
+        (``connect_s``, ``read_s`` seconds): ``(True, "", data)`` when it answers
+        200 with a JSON object holding ``key``, else ``(False, why, None)``.
+        Never raises. The same client then lists the models and streams the
+        replies (issue 12, "Connect once")."""
+        try:
+            resp = await self._client.get(self.base_url + path, headers=self._headers,
+                                          timeout=httpx.Timeout(read_s, connect=connect_s))
+        except httpx.ConnectError:
+            return False, "not running", None
+        except httpx.TimeoutException:
+            return False, "no answer", None
+        except Exception as exc:
+            return False, type(exc).__name__, None
+        if resp.status_code != 200:
+            return False, f"HTTP {resp.status_code}", None
+        try:
+            data = loads(resp.content)
+        except ValueError:
+            return False, "not JSON", None
+        if not isinstance(data, dict) or key not in data:
+            return False, "not this protocol", None
+        return True, "", data
+
+    def models_in(self, data: Any) -> list[str]:  # pragma: no cover - overridden
+        """The model names of a model-list answer (``list_models``'s reading of it)."""
+        raise NotImplementedError
 
     async def request_json(self, method: str, path: str, body: Any = None) -> Any:
         """One plain request; returns the decoded JSON answer, within
