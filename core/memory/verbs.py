@@ -24,15 +24,15 @@ conversation (issue "One core, built once"): it is never unbound.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..context.notes import ModelNotes
-from ..context.recall import describe_entry, stored_range
-from ..sidecall import SideCall
-from . import recall as rc
-from .condense import condense
-from .limits import chunk_budget, page_budget
-from .request import SUBJECTS, Request, RequestError, Target, parse_request
+if TYPE_CHECKING:
+    from ..context.notes import ModelNotes
+    from ..sidecall import SideCall
+    from .request import Request, Target
+
+# The verbs' readers (recall, condense, the request parser, the output summaries, episodic memory) load
+# when the model first calls the tool: a session that never does, never loads them (issue 12).
 
 __all__ = ["Memory", "MemoryAnswer", "MemoryBinding", "DESCRIPTION", "REQUEST_GUIDE", "PARAMETERS"]
 
@@ -100,6 +100,8 @@ class Memory:
         if conversation is None:
             return MemoryAnswer("memory: no conversation is open yet; nothing can be recalled or noted", False,
                                 {"memory": "none"})
+        from .request import SUBJECTS, RequestError, parse_request
+
         ctx = _Call(conversation, turn)
         event: dict[str, Any] = {"request": request}
         try:
@@ -128,6 +130,8 @@ class Memory:
         return MemoryAnswer(content, not content.startswith(("error:", "memory:")), meta)
 
     async def _dispatch(self, b: MemoryBinding, ctx: "_Call", req: Request, event: dict[str, Any]) -> str:
+        from .limits import page_budget
+
         conv = int(ctx.conversation_id)  # type: ignore[arg-type]
         budget = page_budget(b.context_window)
         if req.verb == "memories" or (req.verb == "recall" and req.target and req.target.kind == "episode"):
@@ -157,6 +161,9 @@ class Memory:
 
     async def _recall(self, b: MemoryBinding, conv: int, turn: int | None, target: Target, budget: int,
                       event: dict[str, Any]) -> str:
+        from . import recall as rc
+        from .request import Target
+
         if target.kind == "output":
             number = await rc.find_output(b.store, conv, target.name or "")
             if number is None:
@@ -198,6 +205,11 @@ class Memory:
 
     async def _read_output(self, b: MemoryBinding, conv: int, req: Request, budget: int,
                            event: dict[str, Any]) -> str:
+        from ..context.recall import describe_entry, stored_range
+        from . import recall as rc
+        from .condense import condense
+        from .limits import chunk_budget
+
         target = req.target
         assert target is not None
         what: dict[str, Any] = {"kind": "entry"}
