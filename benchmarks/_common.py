@@ -35,6 +35,23 @@ def private_home() -> Path:
     return home
 
 
+_PYCACHE: Path | None = None
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for the programs a benchmark launches: Python writes and reads compiled
+    bytecode (in a private cache, PYTHONPYCACHEPREFIX), as an installed wisp and an installed Textual
+    have theirs; a run with PYTHONDONTWRITEBYTECODE set would compile wisp's sources at every launch
+    and Textual's never. The first, warm-up run of each program fills the cache."""
+    global _PYCACHE
+    if _PYCACHE is None:
+        _PYCACHE = Path(tempfile.mkdtemp(prefix="wisp-bench-pycache-"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(_PYCACHE)
+    env.update(extra)
+    return env
+
+
 def point_at(home: Path, provider: str, url: str, **extra: object) -> None:
     """Write a config.json using the given endpoint (``extra``: more ``model.*`` keys)."""
     cfg: dict = {"model": {"provider": provider, "endpoint": url, **extra}}

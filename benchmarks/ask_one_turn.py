@@ -17,7 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from _common import Row, arguments, point_at, print_row, private_home
+from _common import Row, arguments, child_env, point_at, print_row, private_home
 
 WISP_ASK = "import sys; sys.argv[0] = 'wisp'; from wisp.tui.launch import main; main()"
 HTTPX_ONE = textwrap.dedent("""
@@ -31,7 +31,7 @@ HTTPX_ONE = textwrap.dedent("""
 
 def timed(argv: list[str], cwd: Path) -> float:
     t0 = time.perf_counter()
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=120)
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=120, env=child_env())
     elapsed = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"{argv[:3]} failed ({out.returncode}): {out.stderr[-2000:]}")

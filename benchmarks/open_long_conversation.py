@@ -32,7 +32,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from _common import Row, point_at, print_row, private_home
+from _common import Row, child_env, point_at, print_row, private_home
 
 async def build(turns: int, workdir: str) -> int:
     """A conversation of ``turns`` ended turns (tests/support/long_conversation.py); its id."""
@@ -114,7 +114,7 @@ def launch(code: str, *args: str) -> tuple[float, float]:
     """Seconds from launch to the shown screen, and the peak RSS (MB), of one fresh interpreter."""
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, repr(t0), *args], capture_output=True, text=True,
-                         timeout=600)
+                         timeout=600, env=child_env())
     line = next((x for x in out.stdout.splitlines() if x.startswith("SHOWN")), None)
     if line is None:
         raise SystemExit(f"the app did not show: {out.stderr[-3000:]}")
@@ -176,7 +176,8 @@ def main() -> None:
         label = f"{size:,} turns"
         shown = Row(f"{label}: --resume to the last turn on screen", "s", "bare Textual app's first frame")
         rss = Row(f"{label}: peak RSS", "MB", "bare Textual app")
-        launch(CHILD_BARE)  # warm the file cache; not counted
+        launch(CHILD_BARE)  # warm the file and bytecode caches; not counted
+        launch(CHILD_WISP, str(conv), f"question {size}:")
         for _ in range(runs):
             t, m = launch(CHILD_WISP, str(conv), f"question {size}:")
             shown.wisp.append(t)

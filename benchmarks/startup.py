@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import Row, arguments, point_at, print_row, private_home
+from _common import Row, arguments, child_env, point_at, print_row, private_home
 
 #: The bare Textual app the first frame is measured against.
 BARE_APP = textwrap.dedent("""
@@ -170,7 +170,7 @@ HEADLESS_BARE = textwrap.dedent("""
 def headless_frame(code: str, cwd: Path) -> float:
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, repr(t0)], capture_output=True, text=True, timeout=120,
-                         cwd=cwd)
+                         cwd=cwd, env=child_env())
     line = next((x for x in out.stdout.splitlines() if x.startswith("FRAME")), None)
     if line is None:
         raise SystemExit(f"the app did not paint: {out.stderr[-2000:]}")
@@ -191,9 +191,10 @@ def main() -> None:
             bare_py.write_text(BARE_APP)
             env = " ".join(f"{k}={v}" for k, v in {
                 "WISP_HOME": str(home), "TERM": "xterm-256color",
-                "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "HOME": os.environ.get("HOME", "/tmp")}.items())
-            wisp_cmd = f"cd {workdir} && env {env} {sys.executable} -c \"{WISP_APP}\""
-            bare_cmd = f"cd {workdir} && env {env} {sys.executable} {bare_py}"
+                "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
+                "PYTHONPYCACHEPREFIX": child_env()["PYTHONPYCACHEPREFIX"]}.items())
+            wisp_cmd = f"cd {workdir} && env -u PYTHONDONTWRITEBYTECODE {env} {sys.executable} -c \"{WISP_APP}\""
+            bare_cmd = f"cd {workdir} && env -u PYTHONDONTWRITEBYTECODE {env} {sys.executable} {bare_py}"
             pane = Pane()
             try:
                 pane.first_frame(bare_cmd, BARE_MARK)  # warm the file cache; not counted
@@ -206,6 +207,7 @@ def main() -> None:
         else:
             row = Row("first frame, headless (no tmux here)", "s", "bare Textual app")
             headless_frame(HEADLESS_BARE, workdir)
+            headless_frame(HEADLESS_WISP, workdir)
             for _ in range(args.runs):
                 row.wisp.append(headless_frame(HEADLESS_WISP, workdir))
                 row.anchor.append(headless_frame(HEADLESS_BARE, workdir))

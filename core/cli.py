@@ -198,11 +198,12 @@ def _check_tui_options(options: SessionOptions) -> None:
     directory's AGENTS.md (:class:`SessionError`). A resumed conversation's
     own directory and tools are settled when the session opens, in the TUI."""
     from .agents_md import load_agents_md
-    from .store import conversation_exists
     from .toolset import choose_tools
 
     config = Config.load()
     if options.resume is not None:
+        from .store import conversation_exists
+
         if not conversation_exists(config.db_path, options.resume):
             raise unknown_conversation(options.resume)
         if options.tools is not None:

@@ -93,6 +93,9 @@ class WispApp(Guarded, App[int]):
             self.options.ask = self.ask_approval
         self._config = config
         self._connect = connect
+        # the theme before the first frame, so the stylesheet is built once, in wisp's colours
+        self.register_theme(WISP_THEME)
+        self.theme = _theme_name(config, set(self.available_themes))
         self.session: "Session | None" = None
         self._store: Any = None  # the store, from the moment it opens (before the session is built)
         self.turn_worker: Worker[Any] | None = None
@@ -130,8 +133,6 @@ class WispApp(Guarded, App[int]):
         return self._sidebar
 
     async def on_mount(self) -> None:
-        self.register_theme(WISP_THEME)
-        self.theme = _theme_name(self._config, set(self.available_themes))
         self.prompt_input.focus()
         self.memory_refine_timer: Any = None
         # paint first, then open: the session starts once the first frame is on screen
