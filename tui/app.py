@@ -99,7 +99,6 @@ class WispApp(Guarded, App[int]):
         self.session: "Session | None" = None
         self._store: Any = None  # the store, from the moment it opens (before the session is built)
         self.turn_worker: Worker[Any] | None = None
-        self._first_shown: int | None = None
         self._last_turn_shown = 0
         self._session_closing = False
         self.ready = asyncio.Event()
@@ -337,7 +336,10 @@ class WispApp(Guarded, App[int]):
             async for item in s.run_turn(text):
                 kind = type(item)
                 if kind is text_delta or kind is thinking_delta:
-                    await self.chat.show_event(item)
+                    try:
+                        await self.chat.show_event(item)
+                    except Exception as error:  # drawn wrong: reported, and the turn goes on
+                        self.report_crash(error, f"drawing {kind.__name__}")
                 else:
                     if kind is ev.TurnStarted:
                         turn = item.turn

@@ -30,7 +30,7 @@ _WHERE = {
     "TaskPanel": "task_panel",
     "ThinkingBlock": "thinking_block",
     "ToolBlock": "tool_block",
-    "TurnRenderer": "turn_renderer",
+    "TurnRenderer": "..turn_renderer",
     "UserMessage": "user_message",
     "source_mark": "context_panel",
 }
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
+    value = getattr(import_module(module if module.startswith("..") else f".{module}", __name__), name)
     globals()[name] = value
     return value
 

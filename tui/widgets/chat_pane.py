@@ -39,16 +39,16 @@ if TYPE_CHECKING:
     from wisp.core import events as ev
 
     from .assistant_message import AssistantMessage
-    from .turn_renderer import TurnRenderer
+    from ..turn_renderer import TurnRenderer
 
 __all__ = ["ChatPane", "TurnRenderer", "MARKERS", "TOOL_STOPPED", "estimate_rows"]
 
 
 def __getattr__(name: str) -> Any:
-    """``TurnRenderer``, ``MARKERS`` and ``TOOL_STOPPED`` live in :mod:`.turn_renderer`
+    """``TurnRenderer``, ``MARKERS`` and ``TOOL_STOPPED`` live in :mod:`wisp.tui.turn_renderer`
     (loaded with the first turn drawn, not with the first frame)."""
     if name in ("TurnRenderer", "MARKERS", "TOOL_STOPPED"):
-        from . import turn_renderer
+        from .. import turn_renderer
 
         return getattr(turn_renderer, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -176,7 +176,7 @@ class ChatPane(Guarded, VerticalScroll):
     def live(self) -> "TurnRenderer":
         """The renderer of the live turn (made with the first one)."""
         if self._live is None:
-            from .turn_renderer import TurnRenderer
+            from ..turn_renderer import TurnRenderer
 
             self._live = TurnRenderer(self.add, self._last_shown, live=True)
         return self._live
@@ -202,7 +202,7 @@ class ChatPane(Guarded, VerticalScroll):
         """The widgets of stored turns (:class:`~wisp.core.transcript.TurnView`), turn by turn."""
         from wisp.core.transcript import turn_events
 
-        from .turn_renderer import TurnRenderer
+        from ..turn_renderer import TurnRenderer
 
         out: list[tuple[int, list[Widget]]] = []
         for turn in turns:

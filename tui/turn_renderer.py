@@ -18,10 +18,10 @@ from textual.widget import Widget
 
 from wisp.core import events as ev
 
-from .assistant_message import AssistantMessage
-from .notice import Notice
-from .tool_block import ToolBlock
-from .user_message import UserMessage
+from .widgets.assistant_message import AssistantMessage
+from .widgets.notice import Notice
+from .widgets.tool_block import ToolBlock
+from .widgets.user_message import UserMessage
 
 __all__ = ["TurnRenderer", "MARKERS", "TOOL_STOPPED"]
 
