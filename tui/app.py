@@ -203,14 +203,12 @@ class WispApp(Guarded, App[int]):
         if ok:
             for notice in said:  # "Starting the embedded model…" is done: the status bar says what runs
                 await notice.remove()
+        else:  # why, in the chat, in the same frame as the status bar's "no endpoint"
+            await self.chat.add(Notice(self.session.endpoint_error or "no endpoint", "error"))
         self.status.endpoint = self.session.endpoint_label
         self.status.model = self.session.model_name
         self.status.window = self.session.context_window
-        if ok:
-            self.status.state = "ready"
-        else:
-            self.status.state = "no endpoint"
-            await self.chat.add(Notice(self.session.endpoint_error or "no endpoint", "error"))
+        self.status.state = "ready" if ok else "no endpoint"
         return ok
 
     async def show_page(self, conversation_id: int, before: int | None = None) -> None:
