@@ -11,6 +11,17 @@ Faults never escape: an :class:`~wisp.core.model.base.EndpointError` ends
 the turn in state ``error`` with the partial reply kept and marked. A
 cancelled task (Esc in the TUI) ends it in state ``stopped``, with what had
 arrived, and re-raises :class:`asyncio.CancelledError`.
+
+Nothing shown is lost to a crash (issue "Nothing runs, leaks, hangs or is
+lost that shouldn't be", "Nothing is lost"): the reply, its thinking and a
+tool's streamed output (a command's) are written to the store as they
+arrive (:class:`~wisp.core.streamed.StreamedEntry`: the entry is created at
+the first piece, then rewritten at most once a second), so a ``kill -9``
+leaves what had arrived, up to the last second of it. Each such entry's
+audit event is still written once, when it ends, with its whole content. A
+turn begins by claiming its conversation (:meth:`wisp.core.store.Store.begin_turn`):
+when another live wisp process is running a turn of it, the turn yields one
+:class:`~wisp.core.events.Error` of kind ``busy`` and nothing is recorded.
 """
 
 from __future__ import annotations
@@ -23,8 +34,11 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from . import events as ev
+from .context.composer import ContextTooBig
 from .tokens import estimate_messages
 from .model import base as mb
+from .store import ConversationBusy
+from .streamed import StreamedEntry
 from .tools import ToolContext, ToolRegistry
 from .tools.base import check_arguments
 
@@ -90,6 +104,8 @@ class TurnContext(Protocol):
 
     async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None: ...
 
+    def overflow_message(self, composed: Any) -> str: ...
+
     async def after_turn(self, record: TurnRecord) -> list[ev.AgentEvent]: ...
 
 
@@ -100,6 +116,8 @@ class ModelSource(Protocol):
     endpoint: mb.Endpoint | None
     context_window: int | None
 
+    def window_advice(self, tokens: int) -> str: ...
+
 
 @dataclass
 class _Step:
@@ -108,6 +126,12 @@ class _Step:
     calls: list[mb.ToolCallRequest] = field(default_factory=list)
     done_reason: str | None = None
     usage: mb.Usage | None = None
+    #: The step's reply and thinking entries, written as they stream (None before their first piece).
+    reply: StreamedEntry | None = None
+    thought: StreamedEntry | None = None
+
+    def streams(self) -> list[StreamedEntry]:
+        return [s for s in (self.thought, self.reply) if s is not None]
 
 
 class Agent:
@@ -149,9 +173,14 @@ class Agent:
     # --- recording helpers ------------------------------------------------
 
     async def _record(self, conversation: int, turn: Any, kind: str, content: str, *,
-                      audit_kind: str, payload: dict[str, Any] | None = None, **fields: Any) -> Any:
-        """Store an entry, write its audit event, link the two; returns the Entry."""
-        entry = await self.store.add_entry(conversation, turn.id, kind, content, **fields)
+                      audit_kind: str, payload: dict[str, Any] | None = None,
+                      stream: StreamedEntry | None = None, **fields: Any) -> Any:
+        """Store an entry (or finish the ``stream`` that has been writing it),
+        write its audit event, link the two; returns the Entry."""
+        if stream is not None:
+            entry = await stream.finish(content, fields.get("meta"))
+        else:
+            entry = await self.store.add_entry(conversation, turn.id, kind, content, **fields)
         body = {"content": content, **{k: v for k, v in fields.items() if v is not None}}
         if payload:
             body.update(payload)
@@ -173,8 +202,15 @@ class Agent:
     async def run_turn(self, conversation: int, prompt: str) -> AsyncIterator[ev.AgentEvent]:
         """Run one turn for ``prompt``; yields :mod:`wisp.core.events` in order,
         ending with :class:`~wisp.core.events.TurnEnded`. Never raises an
-        endpoint error; re-raises ``CancelledError`` after recording the stop."""
-        turn = await self.store.begin_turn(conversation)
+        endpoint error; re-raises ``CancelledError`` after recording the stop.
+        A conversation another live process is running a turn of gives one
+        ``Error`` of kind ``busy`` and nothing else (the claim is atomic:
+        :meth:`wisp.core.store.Store.begin_turn`)."""
+        try:
+            turn = await self.store.begin_turn(conversation)
+        except ConversationBusy as exc:
+            yield ev.Error("busy", str(exc))
+            return
         entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
         yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt)
 
@@ -205,21 +241,25 @@ class Agent:
                 if estimate is None:
                     estimate = estimate_messages(messages, schemas)
                 planned = composed.total
-                window = self.model.context_window
-                if window and planned > window:
-                    yield ev.Notice(
-                        f"This request is about {planned:,} tokens, more than the model's window of "
-                        f"{window:,}: the endpoint may drop its start. {_window_advice(planned)}, "
-                        "or start a new conversation.", level="warning", key="over-window")
+                if composed.over_budget:  # even fitted, it cannot fit: never send it (issue "Real models, real work")
+                    raise ContextTooBig(self.context.overflow_message(composed))
                 options = mb.ChatOptions(context_window=self.model.context_window,
                                          think=self.settings.think,  # type: ignore[arg-type]
                                          max_tokens=self.settings.max_tokens)
                 async for item in endpoint.stream_chat(messages, schemas, options):
                     if isinstance(item, mb.TextDelta):
                         step.text.append(item.text)
+                        if item.text:
+                            if step.reply is None:
+                                step.reply = StreamedEntry(self.store, conversation, turn.id, "reply")
+                            await step.reply.add(item.text)
                         yield ev.TextDelta(item.text)
                     elif isinstance(item, mb.ThinkingDelta):
                         step.thinking.append(item.text)
+                        if item.text:
+                            if step.thought is None:
+                                step.thought = StreamedEntry(self.store, conversation, turn.id, "thinking")
+                            await step.thought.add(item.text)
                         yield ev.ThinkingDelta(item.text)
                     elif isinstance(item, mb.ToolCallRequest):
                         step.calls.append(item)
@@ -230,7 +270,7 @@ class Agent:
                         usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned)
                         self.last_usage = usage
                         yield usage
-                        warning = truncation_warning(item.prompt_tokens, estimate, endpoint.provider)
+                        warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice)
                         if warning:
                             self._audit_event("notice", {"text": warning}, conversation, turn.number)
                             yield ev.Notice(warning, level="warning")
@@ -238,6 +278,10 @@ class Agent:
                         yield ev.Notice(
                             f"Waiting for the server to load the model: try {item.attempt + 1}, "
                             f"{item.waited_s:.1f} s so far ({item.reason}).", key="wait")
+                    elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
+                        yield ev.Notice(
+                            f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
+                            "(model.reply_timeout_s); Esc stops it.", key="reply-wait")
                     elif isinstance(item, mb.Done):
                         step.done_reason = item.reason
 
@@ -281,7 +325,7 @@ class Agent:
                                 "stopped", started_at, _now())
             await self._after_turn(record)
             raise
-        except mb.EndpointError as exc:
+        except (mb.EndpointError, ContextTooBig) as exc:
             partial = "".join(step.text)  # before _record_partial clears it: the after_turn record needs it
             for item in await self._record_partial(conversation, turn, step, reason=exc.kind):
                 yield item
@@ -296,6 +340,9 @@ class Agent:
                 yield item
             yield ev.TurnEnded(turn.number, "error")
             return
+        finally:
+            for stream in step.streams():  # left unfinished (the events were abandoned): stop its writes
+                await stream.abandon()
         await self.store.end_turn(turn.id, state, prompt_tokens, completion_tokens)
         self._audit_event("turn.ended", {"state": state}, conversation, turn.number)
         record = TurnRecord(conversation, turn.number, turn.id, prompt, final_reply, state, started_at, _now())
@@ -324,7 +371,7 @@ class Agent:
         out: list[ev.AgentEvent] = []
         if step.thinking:
             await self._record(conversation, turn, "thinking", "".join(step.thinking),
-                               audit_kind="thinking")
+                               audit_kind="thinking", stream=step.thought)
         text = "".join(step.text)
         if text or partial or not step.calls:
             meta: dict[str, Any] = {}
@@ -336,10 +383,11 @@ class Agent:
             if step.calls:
                 meta["before_tool_call"] = True
             entry = await self._record(conversation, turn, "reply", text, audit_kind="response",
-                                       meta=meta or None)
+                                       meta=meta or None, stream=step.reply)
             out.append(ev.ReplyRecorded(entry.number, text, cut=cut, partial=partial))
         step.text.clear()
         step.thinking.clear()
+        step.reply = step.thought = None
         return out
 
     async def _record_partial(self, conversation: int, turn: Any, step: _Step,
@@ -358,6 +406,9 @@ class Agent:
         yield ev.ToolCall(entry.number, call.id, call.name, arguments)
         tool = self.tools.get(call.name)
         queue: asyncio.Queue[str] = asyncio.Queue()
+        # the tool's streamed output (a command's) is written into its result entry as it comes
+        output = StreamedEntry(self.store, conversation, turn.id, "tool_result",
+                               tool_name=call.name, tool_call_id=call.id)
         if tool is None:
             names = ", ".join(self.tools.names) or "none"
             content, ok, meta = f"error: no tool named {call.name!r}; the tools are: {names}", False, {}
@@ -378,18 +429,22 @@ class Agent:
                         getter = asyncio.ensure_future(queue.get())
                         finished, _ = await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
                         if getter in finished:
-                            yield ev.ToolOutput(call.id, getter.result())
+                            piece = getter.result()
+                            await output.add(piece)
+                            yield ev.ToolOutput(call.id, piece)
                         else:
                             getter.cancel()
                     while not queue.empty():
-                        yield ev.ToolOutput(call.id, queue.get_nowait())
+                        piece = queue.get_nowait()
+                        await output.add(piece)
+                        yield ev.ToolOutput(call.id, piece)
                     result = task.result()
                     content, ok, meta = result.content, result.ok, dict(result.meta)
                 except (asyncio.CancelledError, GeneratorExit):
                     # Esc, or the turn's events abandoned: end the tool (run_command
                     # ends its process group) and record what it says
                     task.cancel()
-                    await self._record_stopped_tool(conversation, turn, call, task)
+                    await self._record_stopped_tool(conversation, turn, call, task, output)
                     raise
                 except Exception as exc:  # a tool's own bug must not end the turn
                     content, ok, meta = f"error: {call.name} failed: {exc}", False, {}
@@ -397,14 +452,15 @@ class Agent:
             meta["error"] = True
         result_entry = await self._record(conversation, turn, "tool_result", content,
                                           audit_kind="tool.result", tool_name=call.name,
-                                          tool_call_id=call.id, meta=meta or None)
+                                          tool_call_id=call.id, meta=meta or None, stream=output)
         yield ev.ToolResult(result_entry.number, call.id, call.name, content, ok, meta)
 
     async def _record_stopped_tool(self, conversation: int, turn: Any, call: mb.ToolCallRequest,
-                                   task: "asyncio.Future[Any]") -> None:
+                                   task: "asyncio.Future[Any]", output: StreamedEntry) -> None:
         """Record the result of a tool call stopped by Esc: the tool's own
         result if it ends itself within 5 s of being cancelled (run_command
-        ends its process group and says so), else a line saying it was stopped."""
+        ends its process group and says so), else the output it had streamed
+        and a line saying it was stopped."""
         try:
             await asyncio.wait({task}, timeout=5.0)
         except asyncio.CancelledError:
@@ -412,48 +468,34 @@ class Agent:
         result = None
         if task.done() and not task.cancelled() and task.exception() is None:
             result = task.result()
-        content = result.content if result is not None else f"[{call.name} was stopped by the person (Esc)]"
+        stopped = f"[{call.name} was stopped by the person (Esc)]"
+        content = result.content if result is not None else "\n".join(filter(None, [output.text, stopped]))
         meta = dict(result.meta) if result is not None else {}
         meta.update(stopped=True, error=True)
         try:
             await self._record(conversation, turn, "tool_result", content, audit_kind="tool.result",
-                               tool_name=call.name, tool_call_id=call.id, meta=meta)
+                               tool_name=call.name, tool_call_id=call.id, meta=meta, stream=output)
         except Exception:  # the store is closing with the app: the stop itself must still go through
-            pass
+            await output.abandon()
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _window_advice(tokens: int) -> str:
-    """How to raise the window so ``tokens`` fit: the next power of two with
-    a quarter to spare, at least 4,096 tokens."""
-    size = 4096
-    while size < tokens * 1.25:
-        size *= 2
-    return (f"Raise the window to at least {size:,} tokens (in chat: /config set model.context_window {size}; "
-            f"in a shell: wisp config set model.context_window {size})")
-
-
-def truncation_warning(reported: int | None, estimated: int, provider: str) -> str | None:
+def truncation_warning(reported: int | None, estimated: int, advice: Callable[[int], str]) -> str | None:
     """A warning when the endpoint counted far fewer prompt tokens than wisp
     sent (it silently dropped the start of the prompt), else None.
 
-    ``reported`` and ``estimated`` in tokens. The advice names a window that
-    would fit and the setting to change for the provider (Ollama:
-    ``model.context_window``, sent as ``num_ctx``; llama.cpp and others: the
-    server's own context size). Source: issue "wisp runs end to end",
-    "Silent truncation".
+    ``reported`` and ``estimated`` in tokens; ``advice(tokens)`` says how to
+    raise the window for the endpoint in use
+    (:meth:`wisp.core.model.link.ModelLink.window_advice`). Source: issue
+    "wisp runs end to end", "Silent truncation".
     """
     if reported is None or reported <= 0:
         return None
     if reported >= estimated * TRUNCATION_RATIO or estimated - reported < TRUNCATION_MIN_GAP:
         return None
-    if provider == "ollama":
-        fix = _window_advice(estimated) + "; it is sent as Ollama's num_ctx"
-    else:
-        fix = (_window_advice(estimated) + ", and start the server with as large a context "
-               "(llama.cpp: -c; vLLM: --max-model-len)")
+    fix = advice(estimated)
     return (f"The endpoint counted {reported:,} prompt tokens but wisp sent about {estimated:,}: "
             f"it probably dropped the start of the conversation. {fix}.")

@@ -53,8 +53,32 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"wisp: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser for ``wisp [options] [COMMAND ...]``."""
+def _add_mcp_parser(sub: Any) -> None:
+    from .mcp.cli import add_mcp_parser
+
+    add_mcp_parser(sub)
+
+
+def _add_eval_parser(sub: Any) -> None:
+    from .eval.cli import add_eval_parser
+
+    add_eval_parser(sub)
+
+
+#: Commands whose modules take long to import (the MCP SDK; the evaluation's scenarios): their
+#: parsers are built only when the command line names them (or asks for help); otherwise a stub
+#: with the same one-line help stands in, which nothing can select (issue 12, "Paint first, then open").
+_LATE_COMMANDS: dict[str, tuple[str, Callable[[Any], None]]] = {
+    "mcp": ("MCP servers: list them, or serve wisp over MCP", _add_mcp_parser),
+    "eval": ("measure whether wisp's context and memory tool help on your model", _add_eval_parser),
+}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``wisp [options] [COMMAND ...]``. With ``argv`` given,
+    the parsers of :data:`_LATE_COMMANDS` that ``argv`` cannot select (it
+    holds neither their name nor ``-h``/``--help``) are stubs, so that
+    parsing loads none of their modules."""
     p = _Parser(prog="wisp", description="A terminal chat client for local language models "
                 "that shows you everything the model is given.")
     p.add_argument("--version", action="version", version=f"wisp {__version__}")
@@ -84,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     un.add_argument("key")
     add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
+    words = None if argv is None else set(argv)
+    for name, (help_line, add) in _LATE_COMMANDS.items():  # `wisp mcp list|serve` (issue 15), `wisp eval`
+        if words is None or words & {name, "-h", "--help"}:
+            add(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     return p
 
 
@@ -112,7 +142,8 @@ def session_options(args: argparse.Namespace, transport: str) -> SessionOptions:
 def main(argv: Sequence[str] | None = None,
          run_tui: Callable[[SessionOptions], int] | None = None) -> int:
     """Run ``wisp`` with ``argv``; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     if args.command is None:
         return _main(args, run_tui)
     saved = sys.stdout, sys.stderr
@@ -150,6 +181,14 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return run_memory(args, ConfigSideCall, open_store)
         if args.command == "inspect":
             return asyncio.run(_inspect(args))
+        if args.command == "mcp":
+            from .mcp.cli import run_mcp
+
+            return run_mcp(args, _mcp_opener(args))
+        if args.command == "eval":
+            from .eval.cli import run_eval_command
+
+            return run_eval_command(args)
     except (ConfigError, UsageError, SessionError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -170,6 +209,22 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
               "traceback, and please report it)", file=sys.stderr)
         return 1
     return EXIT_OK
+
+
+def _mcp_opener(args: argparse.Namespace) -> Callable[[int | None, bool], Any]:
+    """How ``wisp mcp serve`` opens a session: transport ``mcp``, no one to
+    ask (tools that act follow the allow lists, as in ``wisp ask``)."""
+    workdir = getattr(args, "workdir", None) or Path.cwd()
+    tools = getattr(args, "tools", None)
+
+    async def open_session(conversation: int | None, continue_last: bool) -> "Session":
+        from .session import Session
+
+        return await Session.open(SessionOptions(workdir=workdir, resume=conversation,
+                                                 continue_last=continue_last and conversation is None,
+                                                 tools=tools, transport="mcp"))
+
+    return open_session
 
 
 def _silence_stdout() -> None:
@@ -220,6 +275,7 @@ def _check_tui_options(options: SessionOptions) -> None:
 
 async def _ask(args: argparse.Namespace) -> int:
     from . import events as ev
+    from .commands import is_command, run_command
     from .session import Session
 
     if args.prompt == "-":  # bytes that are not UTF-8 become replacement characters, not a crash
@@ -232,6 +288,8 @@ async def _ask(args: argparse.Namespace) -> int:
     async with await Session.open(session_options(args, "ask")) as session:
         for problem in session.startup_problems:
             print(f"wisp: {problem}", file=sys.stderr)
+        if is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
+            return _print_command(await run_command(session, prompt), args.json)
         if not await session.connect():
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))
@@ -260,6 +318,12 @@ async def _ask(args: argparse.Namespace) -> int:
                 sys.stderr.write(item.text)
                 sys.stderr.flush()
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
+                    == "needs_approval" and item.meta.get("mcp_server"):  # an MCP tool that acts (issue 15)
+                print(f"wisp: not run, it needs approval: {item.meta.get('command', item.name)} (allow it with: "
+                      f"wisp config set tools.mcp.allow '[\"{item.name}\"]')", file=sys.stderr)
+            elif isinstance(item, ev.McpServerFailed):
+                print(f"wisp: MCP server {item.server} failed: {item.message}", file=sys.stderr)
+            elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
                 command = str(item.meta.get("command", ""))
                 from .tools.shell import NotSimple, simple_words
@@ -287,6 +351,28 @@ async def _ask(args: argparse.Namespace) -> int:
                     out.write("\n")
                     out.flush()
         return code
+
+
+def _print_command(result: CommandResult, as_json: bool) -> int:
+    """Print a slash command's result for ``wisp ask "/fact …"``: its Markdown
+    text, or with ``--json`` one ``{"event": "command", …}`` line holding its
+    data. Exit 2 when the command failed (bad usage), else 0."""
+    if as_json:
+        print(json.dumps({"event": "command", "title": result.title, "error": result.error, "text": result.text,
+                          "data": result.data}, ensure_ascii=False, default=_jsonable))
+    else:
+        print(result.text, file=sys.stderr if result.error else sys.stdout)
+    return EXIT_USAGE if result.error else EXIT_OK
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON for a command's data: ``to_dict()`` where a value has one, else
+    its dataclass fields, else its text."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)
 
 
 async def _conversations(args: argparse.Namespace) -> int:

@@ -38,7 +38,8 @@ from typing import Any, Callable, Iterable
 
 from .paths import atomic_write_private, config_path, default_data_dir
 from .timezones import check_timezone
-from .tool_names import TOOL_NAMES
+from .mcp_config import McpConfigError, parse_mcp_servers
+from .tool_names import MCP_PREFIX, TOOL_NAMES, tool_name_problem
 
 __all__ = [
     "ConfigError",
@@ -96,7 +97,8 @@ class KeySpec:
 
     - ``key``: dotted name;
     - ``type``: ``"str"``, ``"int"``, ``"float"``, ``"bool"``, ``"list"`` (a list
-      of strings) or ``"choice"`` (one of ``choices``);
+      of strings), ``"choice"`` (one of ``choices``) or ``"object"`` (a JSON
+      object, validated by ``parse``);
     - ``default``: the value when the key is not set;
     - ``optional``: ``None`` (JSON ``null``) is allowed and clears the key;
     - ``minimum``/``exclusive_min``: lower bound for numbers;
@@ -104,6 +106,8 @@ class KeySpec:
     - ``example``: a valid value as it would be typed, used in errors;
     - ``aliases``: extra words accepted for a choice (``"true"`` → ``"on"``);
     - ``check``: extra validation, returning an error text or ``None``;
+    - ``parse``: for an ``"object"``, validates it, raising ``ValueError``
+      with a one-line message that names the key;
     - ``help``: one line saying what the key does.
     """
 
@@ -118,6 +122,7 @@ class KeySpec:
     example: str = ""
     aliases: tuple[tuple[str, str], ...] = ()
     check: Callable[[Any], str | None] | None = None
+    parse: Callable[[Any], Any] | None = None
     help: str = ""
 
     def describe_type(self) -> str:
@@ -137,6 +142,8 @@ class KeySpec:
             text = 'a list of strings (JSON ["a","b"] or comma-separated a,b)'
         elif self.type == "choice":
             text = "one of " + ", ".join(self.choices)
+        elif self.type == "object":
+            text = "a JSON object"
         else:
             text = "a non-empty string"
         if self.optional:
@@ -157,10 +164,30 @@ def _check_endpoint(value: str) -> str | None:
 
 
 def _check_tool_name(value: str) -> str | None:
-    """A tool wisp has (issue "Tools that act": a bad name would stop every run)."""
-    if value not in TOOL_NAMES:
-        return f"tool names wisp has ({', '.join(TOOL_NAMES)}); {value!r} is not one"
+    """A tool wisp has, or an MCP server's (issue "Tools that act": a bad name
+    would stop every run; issue 15: ``mcp__SERVER`` or ``mcp__SERVER__TOOL``).
+    The rule is :func:`wisp.core.tool_names.tool_name_problem`."""
+    if tool_name_problem(value) is not None:
+        return (f"tool names wisp has ({', '.join(TOOL_NAMES)}) or an MCP server's (mcp__SERVER or "
+                f"mcp__SERVER__TOOL); {value!r} is not one")
     return None
+
+
+def _check_mcp_tool_name(value: str) -> str | None:
+    """An MCP tool, or all of a server's (``tools.mcp.allow``)."""
+    if not value.startswith(MCP_PREFIX) or tool_name_problem(value) is not None:
+        return f"MCP tool names, mcp__SERVER__TOOL or mcp__SERVER for all of a server's tools; {value!r} is not one"
+    return None
+
+
+def _parse_mcp_servers(value: Any) -> Any:
+    """Validate ``mcpServers`` (:func:`wisp.core.mcp_config.parse_mcp_servers`);
+    the value is kept as written, so a pasted entry stays as it was."""
+    try:
+        parse_mcp_servers(value)
+    except McpConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return json.loads(json.dumps(value))
 
 
 def _check_env_name(value: str) -> str | None:
@@ -230,6 +257,8 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("model.reply_timeout_s", "float", 900.0, minimum=0, exclusive_min=True, unit="seconds",
               example="900",
               help="the longest a whole reply may take, even while the server keeps the connection alive"),
+        _spec("model.max_tokens", "int", None, optional=True, minimum=1, unit="tokens", example="1024",
+              help="the most tokens one reply may have; unset leaves it to the endpoint"),
         _spec("agent.max_steps", "int", 20, minimum=1, example="20",
               help="model requests in one turn, at most"),
         _spec("tools.enabled", "list", ["read_file", "system_info"], example='["read_file","system_info"]',
@@ -248,12 +277,30 @@ SCHEMA: dict[str, KeySpec] = {
               check=_check_env_pattern,
               help="environment variables commands run without (glob patterns, any case); "
                    "model.api_key_env's variable is always dropped"),
+        _spec("tools.mcp.allow", "list", [], example='["mcp__git__commit","mcp__notes"]',
+              check=_check_mcp_tool_name,
+              help="MCP tools that act which run without asking; the only ones wisp ask and wisp mcp serve run"),
+        _spec("tools.mcp.timeout_s", "float", 60.0, minimum=0, exclusive_min=True, unit="seconds",
+              example="60", help="how long an MCP tool call may take"),
+        _spec("tools.mcp.start_timeout_s", "float", 30.0, minimum=0, exclusive_min=True, unit="seconds",
+              example="30", help="how long an MCP server may take to start and list its tools"),
+        _spec("tools.mcp.max_output_bytes", "int", 262144, minimum=1, unit="bytes", example="262144",
+              help="the most text kept from one MCP tool result"),
+        _spec("mcpServers", "object", {}, example='{"git": {"command": "uvx", "args": ["mcp-server-git"]}}',
+              parse=_parse_mcp_servers,
+              help="MCP servers whose tools conversations may use (Claude Desktop's shape)"),
         _spec("context.reserve", "int", 1024, minimum=0, unit="tokens", example="1024",
               help="tokens of the window kept for the reply"),
         _spec("context.recent_turns", "int", 0, minimum=0, example="0",
               help="ended turns whose tool outputs stay whole instead of references"),
         _spec("context.memory", "bool", False, example="on",
               help="give the model the memory tool"),
+        _spec("context.distill", "bool", False, example="on",
+              help="after a turn, one side call proposes the facts it stated (decisions, preferences, names)"),
+        _spec("context.distill_tokens", "int", 1024, minimum=128, unit="tokens", example="1024",
+              help="the most of a turn the fact distiller reads"),
+        _spec("context.assess", "bool", False, example="on",
+              help="before a request, one side call infers the conversation's task (never over yours)"),
         _spec("audit.enabled", "bool", True, example="on", help="write the audit log"),
         _spec("audit.max_bytes", "int", 10485760, minimum=1, unit="bytes", example="10485760",
               help="size at which the audit log starts a new file"),
@@ -403,6 +450,11 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
                 value = [p.strip() for p in raw.split(",") if p.strip()]
         elif spec.type == "choice":
             value = raw.lower()
+        elif spec.type == "object":
+            try:
+                value = json.loads(raw) if raw else {}
+            except (json.JSONDecodeError, RecursionError):
+                raise bad() from None
         else:
             value = raw
 
@@ -435,6 +487,15 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
             if spec.check and (why := spec.check(v)):
                 raise bad(why)
         return list(value)
+    elif spec.type == "object":
+        if not isinstance(value, dict):
+            raise bad()
+        if spec.parse is None:
+            return json.loads(json.dumps(value))
+        try:
+            return spec.parse(value)
+        except ValueError as exc:  # the parser's message names the key and what it expects
+            raise ConfigError(str(exc), key=key) from None
     elif spec.type == "choice":
         if isinstance(value, bool) and spec.aliases:
             value = "true" if value else "false"
@@ -477,7 +538,7 @@ def format_value(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
+    if isinstance(value, (list, dict)):
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if isinstance(value, float):
         return repr(value)
@@ -711,11 +772,13 @@ class Config:
     def get(self, key: str) -> Any:
         """The value of ``key``: the one set, else the default.
 
-        Lists are returned as copies. Raises :class:`ConfigError` for an
+        Lists and objects are returned as copies. Raises :class:`ConfigError` for an
         unknown key, naming the closest keys.
         """
         spec = _spec_for(key)
         value = self._values[key] if key in self._values else spec.default
+        if isinstance(value, dict):
+            return json.loads(json.dumps(value))
         return list(value) if isinstance(value, list) else value
 
     def is_set(self, key: str) -> bool:

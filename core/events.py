@@ -145,6 +145,29 @@ class SummaryChanged:
 
 
 @dataclass(frozen=True)
+class SideCallCost:
+    """What wisp's own side calls of one kind cost around this turn (issue
+    "The model's own bookkeeping"): ``kind`` (``distiller``, ``assessment``),
+    ``calls``, ``tokens`` (estimated, prompt and answer) and ``seconds``."""
+
+    kind: str
+    calls: int
+    tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class McpServerFailed:
+    """An MCP server could not answer a tool call: it is missing, crashed,
+    timed out or sent something the protocol does not allow (issue 15,
+    "Lifecycle"). The model got a tool result saying so and the turn goes
+    on; a view shows ``server`` and ``message`` (one line) in its status."""
+
+    server: str
+    message: str
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The turn is over. ``state`` is ``done``, ``stopped``, ``error`` or ``cut``."""
 
@@ -154,7 +177,7 @@ class TurnEnded:
 
 AgentEvent = Union[
     TurnStarted, TextDelta, ThinkingDelta, ReplyRecorded, ToolCall, ToolOutput,
-    ToolResult, Usage, Notice, Error, TurnEnded, FactChanged, SummaryChanged,
+    ToolResult, Usage, Notice, Error, TurnEnded, FactChanged, SummaryChanged, SideCallCost, McpServerFailed,
 ]
 
 

@@ -8,14 +8,15 @@ owns their schema and registers its steps (issue "One core, built once",
 functions run once each). :func:`migrate` runs the steps a database has not
 had, in the order given, each in one transaction with its record in the
 ``_migrations`` table, so a failed step leaves the database as it was
-before it.
+before it; each transaction is :func:`wisp.core.transactions.immediate`, so
+a cancelled open (quit while migrating) leaves none half open either.
 
 Databases written before named migrations kept a number in ``PRAGMA
 user_version`` (1 to :data:`LEGACY_VERSION`); a step's ``legacy_version``
 says which number included it, so such a database is taken over without
 running anything twice. A migrated database has ``user_version``
 :data:`NAMED_VERSION`, which older wisps refuse as newer than they know.
-This module is a leaf: it knows no table.
+This module knows no table (it imports only :mod:`wisp.core.transactions`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
+
+from .transactions import immediate
 
 __all__ = ["Migration", "MigrationError", "sql_step", "migrate", "applied_steps", "LEGACY_VERSION", "NAMED_VERSION"]
 
@@ -122,8 +125,7 @@ async def migrate(db: Any, path: Path, steps: Sequence[Migration]) -> list[str]:
     version = await _version(db)
     if version > LEGACY_VERSION and version != NAMED_VERSION:
         raise MigrationError(f"{path}: schema version {version} is newer than this wisp knows; upgrade wisp")
-    await db.execute("BEGIN IMMEDIATE")
-    try:
+    async with immediate(db):
         await db.execute("CREATE TABLE IF NOT EXISTS _migrations (owner TEXT NOT NULL, name TEXT NOT NULL,"
                          " applied_at TEXT NOT NULL, PRIMARY KEY (owner, name))")
         version = await _version(db)  # another process may have moved it meanwhile
@@ -133,10 +135,6 @@ async def migrate(db: Any, path: Path, steps: Sequence[Migration]) -> list[str]:
                     await db.execute("INSERT OR IGNORE INTO _migrations (owner, name, applied_at) VALUES (?, ?, ?)",
                                      (step.owner, step.name, _now()))
             await db.execute(f"PRAGMA user_version = {NAMED_VERSION}")
-        await db.execute("COMMIT")
-    except BaseException:
-        await db.execute("ROLLBACK")
-        raise
     done = await applied_steps(db)
     owners = {s.owner for s in steps}
     unknown = sorted(k for k in done if k.split(".", 1)[0] in owners and k not in keys)
@@ -147,20 +145,17 @@ async def migrate(db: Any, path: Path, steps: Sequence[Migration]) -> list[str]:
     for step in steps:
         if step.key in done:
             continue
-        await db.execute("BEGIN IMMEDIATE")
         try:
-            async with db.execute("SELECT 1 FROM _migrations WHERE owner = ? AND name = ?",
-                                  (step.owner, step.name)) as cur:
-                already = await cur.fetchone() is not None  # another process ran it meanwhile
-            if not already:
-                await step.apply(db)
-                await db.execute("INSERT INTO _migrations (owner, name, applied_at) VALUES (?, ?, ?)",
-                                 (step.owner, step.name, _now()))
-                ran.append(step.key)
-            await db.execute("COMMIT")
-        except BaseException as exc:
-            await db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise MigrationError(f"{path}: migration {step.key} failed: {exc}") from exc
-            raise
+            async with immediate(db):
+                async with db.execute("SELECT 1 FROM _migrations WHERE owner = ? AND name = ?",
+                                      (step.owner, step.name)) as cur:
+                    already = await cur.fetchone() is not None  # another process ran it meanwhile
+                if not already:
+                    await step.apply(db)
+                    await db.execute("INSERT INTO _migrations (owner, name, applied_at) VALUES (?, ?, ?)",
+                                     (step.owner, step.name, _now()))
+        except sqlite3.Error as exc:
+            raise MigrationError(f"{path}: migration {step.key} failed: {exc}") from exc
+        if not already:
+            ran.append(step.key)
     return ran

@@ -23,6 +23,7 @@ still opens with nothing answering (issue "wisp runs end to end",
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
@@ -37,6 +38,8 @@ from .toolset import ToolChoice, choose_tools
 
 if TYPE_CHECKING:
     from .agent import AgentSettings
+    from .mcp import McpServers
+    from .tools.base import Tool
     from .episodes.refine import RefineReport
     from .sidecall import SideCall
 
@@ -138,10 +141,20 @@ class Opening:
             await store.close()
             raise
 
-    def build(self) -> "Session":
-        """Build the session's parts, each once (:class:`Session`). If that
-        raises, the store is still open: :meth:`close` it."""
-        return Session(self.options, self.config, self.store, self.audit, self.plan)
+    async def build(self) -> "Session":
+        """Build the session's parts, each once (:class:`Session`), with the
+        tools of the MCP servers the conversation names (listed from the tool
+        cache when it can be; issue 15). If that raises, the store is still
+        open: :meth:`close` it."""
+        from .mcp import McpServers
+
+        mcp = McpServers.from_config(self.config, self.plan.workdir)
+        try:
+            mcp_tools, _ = await mcp.tools_for(self.plan.tool_choice.names)
+            return Session(self.options, self.config, self.store, self.audit, self.plan, mcp, tuple(mcp_tools))
+        except BaseException:
+            await mcp.close()
+            raise
 
     async def close(self) -> None:
         """Close the store (an opening that will not be built)."""
@@ -156,21 +169,25 @@ class Session:
     ``conversation_id`` (``None`` until the first turn of a new
     conversation), ``link`` (the :class:`~wisp.core.model.link.ModelLink`),
     ``side_call``, ``notes``, ``tools``, ``context``, ``approvals``,
-    ``capture``, ``agent``; and, for views, ``endpoint``,
+    ``capture``, ``agent``, ``mcp`` (the MCP servers, :class:`McpServers`);
+    and, for views, ``endpoint``,
     ``endpoint_label``, ``model_name``, ``endpoint_error``,
     ``context_window``, ``tool_choice``, ``tool_names``, ``tools_kept``,
     ``agents_md``, ``project_instructions`` (AGENTS.md's text, or ``None``)
     and ``startup_problems`` (one-line warnings to show).
     """
 
-    def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog, plan: Plan):
+    def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog, plan: Plan,
+                 mcp: "McpServers | None" = None, mcp_tools: "tuple[Tool, ...]" = ()):
         from .agent import Agent
         from .context.manager import ContextManager
         from .context.notes import ModelNotes
         from .episodes.capture import Capture, Origin
+        from .mcp import McpServers
         from .memory.verbs import MemoryBinding
         from .model.link import ModelLink
         from .model.sidecall import LinkSideCall
+        from .tool_names import mcp_parts
         from .tools.approval import Approvals, WorkspaceAllowList
         from .tools.registry import build_registry
 
@@ -184,9 +201,12 @@ class Session:
         self.link = ModelLink(config)
         self.side_call: "SideCall" = options.side_call or LinkSideCall(self.link)
         self.notes = ModelNotes.over(store, audit)
-        self.tools = build_registry(plan.tool_choice.names, memory=MemoryBinding(
-            store, audit, self.notes, self.side_call, lambda: self.link.context_window, config),
-            extra=options.extra_tools)
+        # MCP servers' tools were listed by open() (issue 15); they join as ready-made tools
+        self.mcp = mcp or McpServers({}, config=config, workdir=self.workdir)
+        self.tools = build_registry([n for n in plan.tool_choice.names if mcp_parts(n) is None],
+                                    memory=MemoryBinding(store, audit, self.notes, self.side_call,
+                                                         lambda: self.link.context_window, config),
+                                    extra=(*mcp_tools, *options.extra_tools))
         agents = plan.agents_md
         self.context = ContextManager(
             store, audit, config, workdir=self.workdir, tools=self.tools, model=self.link,
@@ -228,7 +248,8 @@ class Session:
 
     @property
     def startup_problems(self) -> list[str]:
-        return list(self.plan.agents_md.problems) if self.plan.agents_md else []
+        agents = list(self.plan.agents_md.problems) if self.plan.agents_md else []
+        return agents + list(self.mcp.problems)
 
     @property
     def endpoint(self) -> Any:
@@ -254,7 +275,8 @@ class Session:
         from .agent import AgentSettings
 
         return AgentSettings(max_steps=int(self.config.get("agent.max_steps")),
-                             think=str(self.config.get("model.think")))
+                             think=str(self.config.get("model.think")),
+                             max_tokens=self.config.get("model.max_tokens"))
 
     # -- opening and closing -----------------------------------------------------
 
@@ -267,7 +289,7 @@ class Session:
         bad config file)."""
         opening = await Opening.start(options, config)
         try:
-            return opening.build()
+            return await opening.build()
         except BaseException:
             await opening.close()
             raise
@@ -286,7 +308,9 @@ class Session:
         return await self.link.connect(on_status=on_status)
 
     async def close(self) -> None:
-        """Close the endpoint's client, stop an embedded server, close the store."""
+        """Stop the MCP servers this session started (and their children),
+        close the endpoint's client, stop an embedded server, close the store."""
+        await self.mcp.close()
         await self.link.close()
         await self.store.close()
 
@@ -312,22 +336,24 @@ class Session:
         Settings (``agent.max_steps``, ``model.think``) are read afresh, so a
         ``/config set`` applies from this turn. A conversation whose turn
         another live wisp process is running gets an ``Error`` event of kind
-        ``busy`` and no turn: two processes would interleave their turns.
+        ``busy`` and no turn: two processes would interleave their turns. The
+        check is the agent's first step, the atomic claim of
+        :meth:`wisp.core.store.Store.begin_turn` (one transaction), so two
+        processes started at the same instant cannot both pass it.
         """
         from . import events as ev
 
         conversation = await self.ensure_conversation()
         self.agent.settings = self._settings()
-        owner = await self.store.running_elsewhere(conversation)
-        if owner is not None:
-            yield ev.Error("busy", f"Conversation {conversation} has a turn running in another wisp "
-                                   f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
-                                   "new conversation.")
-            return
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
-        async for item in self.agent.run_turn(conversation, prompt):
-            yield item
+        # closed with this generator when a view abandons the turn's events, so the agent stops its writes
+        async with aclosing(self.agent.run_turn(conversation, prompt)) as events:
+            async for item in events:
+                yield item
+                if isinstance(item, ev.ToolResult) and item.meta.get("mcp_failure"):
+                    # the model has its tool result; the person's views say which server failed (issue 15)
+                    yield ev.McpServerFailed(str(item.meta.get("mcp_server")), str(item.meta["mcp_failure"]))
         await self.store.touch_conversation(conversation)
 
     async def refine_memory(self) -> "RefineReport | None":

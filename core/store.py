@@ -19,7 +19,12 @@ Rules (issue "wisp runs end to end", "Storage and audit log"; DESIGN.md):
   (``2025-01-31T14:05:12.123456Z``), so they sort as text.
 - A turn left ``open`` by a crash is marked ``stopped`` by
   :meth:`Store.recover_open_turns`, which leaves alone a turn that a live
-  process (or this store) is still running.
+  process (or this store) is still running, and keeps what its entries had
+  streamed, marked partial.
+- Every write is one ``BEGIN IMMEDIATE`` transaction that cancellation
+  cannot split (:meth:`Store.transaction`); :meth:`Store.begin_turn` claims
+  the conversation in the same transaction (issue "Nothing runs, leaks,
+  hangs or is lost that shouldn't be", "Nothing is lost").
 
 Entry kinds and turn states are checked here in Python (:data:`ENTRY_KINDS`,
 :data:`TURN_STATES`), not by SQL ``CHECK`` constraints, so that a later issue
@@ -44,12 +49,14 @@ import aiosqlite
 from .audit import AuditRef
 from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
+from .transactions import immediate
 
 __all__ = [
     "MIGRATIONS",
     "ENTRY_KINDS",
     "TURN_STATES",
     "StoreError",
+    "ConversationBusy",
     "Conversation",
     "ConversationSummary",
     "Turn",
@@ -133,6 +140,21 @@ class StoreError(Exception):
     kind or turn state, a database newer than this wisp, a failed migration."""
 
 
+class ConversationBusy(StoreError):
+    """:meth:`Store.begin_turn` refused: another live wisp process is running
+    a turn of the conversation (two would interleave their entries; issue
+    "Nothing runs, leaks, hangs or is lost that shouldn't be", "Nothing is
+    lost"). ``conversation_id`` and ``owner`` (``host:pid`` of that
+    process); the message is one line saying what to do."""
+
+    def __init__(self, conversation_id: int, owner: str) -> None:
+        self.conversation_id = conversation_id
+        self.owner = owner
+        super().__init__(f"Conversation {conversation_id} has a turn running in another wisp "
+                         f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
+                         "new conversation.")
+
+
 #: The range of SQLite's integers (64-bit signed).
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2 ** 63), 2 ** 63 - 1
 
@@ -153,6 +175,10 @@ def utc_now() -> str:
 
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+#: The text added to a tool result that was still streaming when its process died.
+RECOVERED_OUTPUT = "[wisp exited before this ended; the output so far is kept]"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -249,8 +275,10 @@ class Entry:
     ``tool_call_id`` (tool calls and results); ``arguments`` (a tool call's
     decoded JSON arguments, or ``None``); ``meta`` (a dict of flags such as
     ``{"stopped": true}``, ``{"cut": true}`` or an exit status; ``{}`` when
-    none); ``audit_event_id``, ``audit_file``, ``audit_offset`` (where the
-    audit event that recorded it lies, or ``None``); ``created_at``.
+    none; ``{"streaming": true}`` while its text is still being written as
+    it arrives, ``{"partial": true, "reason": ...}`` when it never ended);
+    ``audit_event_id``, ``audit_file``, ``audit_offset`` (where the audit
+    event that recorded it lies, or ``None``); ``created_at``.
     """
 
     id: int
@@ -405,16 +433,17 @@ class Store:
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """``async with store.transaction() as db:`` runs the block in one
         ``BEGIN IMMEDIATE`` transaction, committed at the end, rolled back on
-        an exception. Writes from one store never interleave."""
+        an exception. Writes from one store never interleave.
+
+        Cancellation-safe (:func:`wisp.core.transactions.immediate`): a block
+        cancelled anywhere (Esc, quit), even while the ``BEGIN`` waits for
+        another process's lock, is rolled back, and the connection is never
+        left inside a transaction; a cancellation that arrives during the
+        ``COMMIT`` leaves the block committed. The cancellation is raised
+        again after."""
         async with self._write_lock:
-            await self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-            except BaseException:
-                await self.db.execute("ROLLBACK")
-                raise
-            else:
-                await self.db.execute("COMMIT")
+            async with immediate(self.db) as db:
+                yield db
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> Any:
         """The first row of a read, or ``None`` (also when a number cannot be stored; see :func:`fits`)."""
@@ -509,16 +538,32 @@ class Store:
     # -- turns --------------------------------------------------------------------
 
     async def begin_turn(self, conversation_id: int) -> Turn:
-        """Open the conversation's next turn (number = last + 1, from 1) and
-        touch the conversation. Raises :class:`StoreError` for an unknown
-        conversation."""
-        now = utc_now()
+        """Claim the conversation and open its next turn (number = last + 1,
+        from 1); touch the conversation.
+
+        The claim is atomic: in the same ``BEGIN IMMEDIATE`` transaction that
+        inserts the turn, an ``open`` turn of this conversation begun by
+        another live process on this host refuses it with
+        :class:`ConversationBusy`, so two ``wisp ask --continue`` started at
+        the same instant never both run and their entries never interleave.
+        A turn left open by a dead process, by another host or by this
+        process itself does not block. Raises :class:`StoreError` for
+        an unknown conversation. ``started_at`` is taken inside the
+        transaction, so it is never before the end of a turn that ended before
+        the claim."""
         async with self.transaction() as db:
+            now = utc_now()
             async with db.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
             ) as cur:
                 if cur.rowcount == 0:
                     raise StoreError(f"no conversation {conversation_id}")
+            async with db.execute(
+                "SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'", (conversation_id,)
+            ) as cur:
+                for (owner,) in await cur.fetchall():
+                    if self._held_elsewhere(owner):
+                        raise ConversationBusy(conversation_id, owner)
             async with db.execute(
                 "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?",
                 (conversation_id,),
@@ -662,8 +707,9 @@ class Store:
 
     async def set_conversation_tools(self, conversation_id: int, names: list[str] | None) -> None:
         """Keep the explicit tool list (``--tool``) the conversation was started with; None clears it."""
-        await self.db.execute("UPDATE conversations SET tools = ? WHERE id = ?",
-                              (json.dumps(names) if names is not None else None, conversation_id))
+        async with self.transaction() as db:  # not bare: it would join another write's transaction
+            await db.execute("UPDATE conversations SET tools = ? WHERE id = ?",
+                             (json.dumps(names) if names is not None else None, conversation_id))
 
     async def conversation_tools(self, conversation_id: int) -> list[str] | None:
         """The explicit tool list the conversation was started with, or None."""
@@ -676,25 +722,23 @@ class Store:
             return None
         return [str(n) for n in names] if isinstance(names, list) else None
 
-    async def running_elsewhere(self, conversation_id: int) -> str | None:
-        """The owner (``host:pid``) of an open turn of this conversation that a
-        live other process on this host is running, or None. Two processes
-        adding turns to one conversation at once would interleave them, so a
-        caller refuses to start a turn while this is not None."""
-        rows = await self._all("SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'",
-                               (conversation_id,))
-        host = socket.gethostname()
-        for (owner,) in rows:
-            if not owner or owner == self._owner:
-                continue
-            h, _, pid = owner.rpartition(":")
-            if h == host and pid.isdigit() and _pid_alive(int(pid)):
-                return owner
-        return None
+    def _held_elsewhere(self, owner: str | None) -> bool:
+        """True when ``owner`` (a turn's ``host:pid``) is another process on
+        this host that is still alive; False for this process, a dead one,
+        another host, or no owner."""
+        if not owner or owner == self._owner:
+            return False
+        host, _, pid = owner.rpartition(":")
+        return host == socket.gethostname() and pid.isdigit() and _pid_alive(int(pid))
 
     async def recover_open_turns(self) -> list[int]:
         """Mark ``stopped`` every turn left ``open`` by a process that is gone,
         with ``error`` = :data:`RECOVERED_ERROR`; returns their ids.
+
+        The entries such a turn was still streaming (``meta.streaming``: a
+        reply, its thinking, a command's output, written as they arrived)
+        are kept, marked ``partial`` with ``reason`` ``exited``; a tool
+        result is also marked ``error`` and ends with :data:`RECOVERED_OUTPUT`.
 
         Call it on start-up. A turn is left alone when this store began it
         and has not ended it, or when it was begun by another process on this
@@ -702,16 +746,7 @@ class Store:
         one's turn). A turn from another host is recovered.
         """
         rows = await self._all("SELECT id, owner FROM turns WHERE state = 'open'")
-        host = socket.gethostname()
-        stale: list[int] = []
-        for tid, owner in rows:
-            if tid in self._running:
-                continue
-            if owner and owner != self._owner:
-                h, _, pid = owner.rpartition(":")
-                if h == host and pid.isdigit() and _pid_alive(int(pid)):
-                    continue
-            stale.append(tid)
+        stale = [tid for tid, owner in rows if tid not in self._running and not self._held_elsewhere(owner)]
         if not stale:
             return []
         now = utc_now()
@@ -720,6 +755,21 @@ class Store:
                 "UPDATE turns SET state = 'stopped', ended_at = ?, error = COALESCE(error, ?)"
                 " WHERE id = ? AND state = 'open'",
                 [(now, RECOVERED_ERROR, t) for t in stale],
+            )
+            # what was streaming when the process died is kept, marked partial (a tool
+            # result also as failed, with a line saying why, for the person and the model)
+            await db.executemany(
+                "UPDATE entries SET meta = json_set(json_remove(meta, '$.streaming'),"
+                " '$.partial', json('true'), '$.reason', 'exited')"
+                " WHERE turn_id = ? AND kind != 'tool_result' AND json_extract(meta, '$.streaming')",
+                [(t,) for t in stale],
+            )
+            await db.executemany(
+                "UPDATE entries SET content = content || char(10) || ?,"
+                " meta = json_set(json_remove(meta, '$.streaming'),"
+                " '$.partial', json('true'), '$.reason', 'exited', '$.error', json('true'))"
+                " WHERE turn_id = ? AND kind = 'tool_result' AND json_extract(meta, '$.streaming')",
+                [(RECOVERED_OUTPUT, t) for t in stale],
             )
         return stale
 

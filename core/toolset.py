@@ -18,7 +18,8 @@ from typing import Any
 from .agents_md import AgentsMd
 from .command_base import CommandResult
 from .tokens import estimate_tokens
-from .tool_names import TOOL_NAMES
+from .mcp_config import McpConfigError, parse_mcp_servers
+from .tool_names import TOOL_NAMES, mcp_parts, tool_name_problem
 from .tools.base import tool_schema
 
 __all__ = ["ToolChoice", "choose_tools", "tool_costs"]
@@ -44,7 +45,9 @@ def choose_tools(cli: list[str] | None, agents: AgentsMd | None, config: Any) ->
     """The conversation's tools: ``cli`` if given (even empty), else the
     AGENTS.md ``tools:`` line if there is one, else config ``tools.enabled``.
     Repeated names count once. Raises :class:`ToolListError` for a name that
-    is not one of :data:`wisp.core.tool_names.TOOL_NAMES`, naming its source."""
+    is not one of :data:`wisp.core.tool_names.TOOL_NAMES` nor
+    ``mcp__SERVER[__TOOL]`` of a server config ``mcpServers`` has
+    (:func:`wisp.core.tool_names.tool_name_problem`), naming its source."""
     if cli is not None:
         choice = ToolChoice(list(dict.fromkeys(cli)), "command line", "--tool")
     elif agents is not None and agents.tools is not None:
@@ -53,7 +56,8 @@ def choose_tools(cli: list[str] | None, agents: AgentsMd | None, config: Any) ->
     else:
         choice = ToolChoice(list(dict.fromkeys(config.get("tools.enabled") or [])), "config",
                             "tools.enabled")
-    unknown = [n for n in choice.names if n not in TOOL_NAMES]
+    servers = _mcp_servers(config) if any(mcp_parts(n) for n in choice.names) else None
+    unknown = [n for n in choice.names if tool_name_problem(n, servers)]
     if unknown:
         have = ", ".join(TOOL_NAMES)
         if choice.source == "AGENTS.md":
@@ -62,9 +66,19 @@ def choose_tools(cli: list[str] | None, agents: AgentsMd | None, config: Any) ->
             fix = "fix it with wisp config set tools.enabled '[\"read_file\"]'"
         else:
             fix = "use one of those names"
+        if mcp_parts(unknown[0]) is not None:
+            raise ToolListError(f"{choice.detail}: {tool_name_problem(unknown[0], servers)}: {fix}")
         raise ToolListError(f"{choice.detail} names {unknown[0]!r}, which is not a wisp tool; wisp has "
-                            f"{have}: {fix}")
+                            f"{have} (and MCP servers' tools as mcp__SERVER__TOOL): {fix}")
     return choice
+
+
+def _mcp_servers(config: Any) -> list[str]:
+    """The names of the servers config ``mcpServers`` has and does not disable."""
+    try:
+        return list(parse_mcp_servers(config.get("mcpServers") or {}))
+    except McpConfigError:  # the config refuses it on load; a non-strict one may still hold it
+        return []
 
 
 def tool_costs(registry: Any) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import events as ev
+from .streamed import STREAMING
 
 __all__ = ["TurnView", "TranscriptPage", "load_page", "load_after", "prompt_history", "turn_events"]
 
@@ -86,12 +87,19 @@ def turn_events(turn: TurnView) -> list[ev.AgentEvent]:
     :class:`~wisp.core.events.ReplyRecorded` with its ``cut`` and ``partial``
     flags; a tool call and its result :class:`~wisp.core.events.ToolCall` and
     :class:`~wisp.core.events.ToolResult` (``ok`` false when its ``meta`` says
-    ``error``); a notice entry a :class:`~wisp.core.events.Notice` (level from
+    ``error``). An entry still being written as it streams (``meta.streaming``:
+    the turn runs in another process, or its process died and the store has
+    not recovered it yet) is what had arrived: a reply is marked ``partial``,
+    a tool's output is a :class:`~wisp.core.events.ToolOutput` (still
+    running). A turn stopped by a crash shows what had arrived, marked
+    partial by :meth:`wisp.core.store.Store.recover_open_turns`, and ends
+    ``stopped``. A notice entry gives a :class:`~wisp.core.events.Notice` (level from
     ``meta["level"]``, else ``warning``). A failed turn then gives the
     :class:`~wisp.core.events.Error` it ended with (its ``kind`` is the reason
     stored on the partial reply, else ``agent``), and every ended turn its
     :class:`~wisp.core.events.TurnEnded`; an ``open`` turn gives none.
-    Streaming-only events (tool output pieces, usage) are not rebuilt.
+    Other streaming-only events (usage, the pieces of an ended tool's
+    output) are not rebuilt.
     """
     out: list[ev.AgentEvent] = []
     reason: str | None = None
@@ -106,12 +114,15 @@ def turn_events(turn: TurnView) -> list[ev.AgentEvent]:
             if e.content:
                 out.append(ev.TextDelta(e.content))
             out.append(ev.ReplyRecorded(e.number, e.content or "", cut=bool(meta.get("cut")),
-                                        partial=bool(meta.get("partial"))))
+                                        partial=bool(meta.get("partial") or meta.get(STREAMING))))
             if meta.get("partial") and meta.get("reason"):
                 reason = str(meta["reason"])
         elif e.kind == "tool_call":
             arguments = e.arguments if isinstance(e.arguments, dict) else {}
             out.append(ev.ToolCall(e.number, e.tool_call_id or "", e.tool_name or "?", arguments))
+        elif e.kind == "tool_result" and meta.get(STREAMING):
+            if e.content:
+                out.append(ev.ToolOutput(e.tool_call_id or "", e.content))
         elif e.kind == "tool_result":
             out.append(ev.ToolResult(e.number, e.tool_call_id or "", e.tool_name or "?", e.content or "",
                                      ok=not meta.get("error"), meta=dict(meta)))

@@ -166,7 +166,7 @@ class WispApp(Guarded, App[int]):
                 await self.show_page(conversation)
                 self.prompt_input.prompt_history = await prompt_history(opening.store, conversation)
             try:
-                self.session = opening.build()
+                self.session = await opening.build()
             except Exception as exc:
                 await opening.close()
                 await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
@@ -364,13 +364,21 @@ class WispApp(Guarded, App[int]):
         try:
             if isinstance(item, ev.TurnStarted):
                 self.status.conversation = item.conversation
+                self.status.problem = ""
                 self._last_turn_shown = item.turn
+            elif isinstance(item, ev.McpServerFailed):  # issue 15: say which server, and go on
+                self.status.problem = f"MCP server {item.server} failed"
+                item = ev.Notice(f"MCP server {item.server} failed: {item.message}", level="warning",
+                                 key=f"mcp-{item.server}")
             elif isinstance(item, ev.Usage):
                 self.status.prompt_tokens = item.prompt
                 self.status.estimated_tokens = item.calibrated_prompt or item.estimated_prompt
                 self.status.completion_tokens = item.completion
             elif isinstance(item, (ev.FactChanged, ev.SummaryChanged)):
                 self.refresh_context()
+            elif isinstance(item, ev.SideCallCost):  # the distiller's or the assessment's cost (issue 17)
+                self.status.side_calls = (f"{item.kind} ~{item.tokens:,} tok {item.seconds:.1f} s" if item.calls
+                                          else "")
             await self.chat.show_event(item)
         except Exception as error:
             self.report_crash(error, f"drawing {type(item).__name__}")

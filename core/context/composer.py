@@ -21,7 +21,7 @@ messages, or one after a user message, are rejected by some chat
 templates); each is a section of it and is counted on its own.
 
 **Token budget**: the model's context window less ``context.reserve``
-tokens for the reply. Each layer is counted with wisp's estimate times the
+tokens for the reply (at most a quarter of the window). Each layer is counted with wisp's estimate times the
 model's calibration ratio (:mod:`wisp.core.context.calibration`). When the
 layers do not fit, the oldest turns must leave the window; a turn leaves
 only once a running summary covers it (:mod:`wisp.core.context.summariser`),
@@ -44,10 +44,11 @@ from .facts import Fact, FactBook
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from .task import task_visible
 from ..tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
+from .references import reference_text
 from .render_cache import RenderCache, TurnRender, render
 from .turns import ToolFlags, render_turn
 
-__all__ = ["LAYERS", "SYSTEM_RULES", "CONTEXT_RULE", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
+__all__ = ["LAYERS", "SYSTEM_RULES", "CONTEXT_RULE", "ContextTooBig", "CutEntry", "fit_current", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
            "TurnSlice", "build", "Composer", "facts_layer_text", "task_layer_text", "REF_INDEX_SHARE", "NotLoaded"]
 
 #: Layer keys and names, in the order of the request.
@@ -76,10 +77,12 @@ CONTEXT_RULE = (
     "below are kept up to date for you; rely on them."
 )
 #: The rule only a conversation with the memory tool gets (wisp-memory-tool.txt,
-#: "When a conversation has it").
+#: "When a conversation has it"); its last sentence names the episodic verbs, which the
+#: tool's own guide (the reference's words) does not, so that a model can find earlier
+#: conversations' memories (enso-episodic-memory.txt, "Recall when relevant").
 MEMORY_RULE = (
-    'This conversation has a memory tool: call memory with "recall entry N" to see an output a '
-    'reference stands for, or with "note SUBJECT NAME = VALUE" to keep a fact.'
+    'This conversation has a memory tool: "recall entry N" shows an output a reference stands for, '
+    '"note SUBJECT NAME = VALUE" keeps a fact, "memories WORDS" searches earlier conversations.'
 )
 #: The value a fact had before its current version is shown up to this many characters.
 PREVIOUS_CHARS = 200
@@ -215,6 +218,15 @@ class ComposedContext:
     #: ``tools``, summed from the parts as they are composed, so nothing
     #: reads the whole request again to count it (issue 12); ``None`` when unknown.
     estimated: int | None = None
+    #: Entries of the current turn sent cut to fit the window (:func:`fit_current`).
+    cut: list[CutEntry] = field(default_factory=list)
+    #: How many ended turns were sent whole (``context.recent_turns``, or 0 once fitting needed it).
+    recent_turns: int = 0
+
+    @property
+    def fixed_tokens(self) -> int:
+        """Tokens of the layers no turn can free: rules, instructions, tools, facts, task, summary."""
+        return sum(layer.tokens for layer in self.layers if layer.key not in ("older", "recent", "current"))
 
     @property
     def tokens_left(self) -> int:
@@ -294,7 +306,8 @@ def task_layer_text(task: Fact | None) -> str:
 def build(inp: ComposeInputs) -> ComposedContext:
     """Compose one request from ``inp`` (see the module doc). Pure."""
     ratio = inp.ratio if inp.ratio > 0 else 1.0
-    budget = max(0, inp.window - inp.reserve)
+    reserve = min(inp.reserve, inp.window // 4)  # the reply's room never takes more than a quarter of a window
+    budget = max(0, inp.window - reserve)
     rules = inp.system_rules.strip()
     rules_text = "\n\n".join(p for p in (rules, CONTEXT_RULE, MEMORY_RULE if inp.flags.has_memory else "") if p)
     instructions = (inp.instructions or "").strip()
@@ -348,6 +361,9 @@ def build(inp: ComposeInputs) -> ComposedContext:
         whole = i >= len(ended) - recent_n
         kept = renders.get((number, whole))
         if kept is None:  # not rendered before: render it here (the composer keeps what it renders)
+            if isinstance(entries, NotLoaded):
+                raise ValueError(f"turn {number} has neither its entries nor a kept render "
+                                 f"({'whole' if whole else 'with references'}); Composer.inputs loads one of them")
             kept = render(number, entries, inp.flags, whole=whole)
         msgs, refs = kept.messages, kept.references
         tokens = round(kept.tokens * ratio) if msgs else 0
@@ -366,16 +382,24 @@ def build(inp: ComposeInputs) -> ComposedContext:
     layers["recent"].items = len(recent)
     layers["recent"].detail = {"turns": [s.number for s in recent]}
     current_msgs: list[dict[str, Any]] = []
+    cut: list[CutEntry] = []
     if inp.current is not None:
         number, entries = inp.current
         current_msgs, _ = render_turn(number, entries, inp.flags, whole=True)
         others = sum(layers[k].tokens for k, _ in LAYERS if k != "current")
         room = budget - others
         if budget and _count_messages(current_msgs, ratio) > room:
-            # the current turn is whole, but an output larger than the window would be
-            # dropped by the endpoint unseen: cut the largest outputs to fit, saying how to see the rest
-            entries = fit_outputs(entries, room, ratio, inp.flags)
-            current_msgs, _ = render_turn(number, entries, inp.flags, whole=True)
+            # the current turn is whole, but a paste or an output larger than the window would be
+            # dropped by the endpoint unseen: cut the largest to fit, saying how to see the rest
+            target = room
+            for _ in range(4):  # the shares are estimates: cut again by what is still over
+                fitted, cut = fit_current(entries, target, ratio, inp.flags, turn=number)
+                current_msgs, _ = render_turn(number, fitted, inp.flags, whole=True)
+                over = _count_messages(current_msgs, ratio) - room
+                if over <= 0 or not cut:
+                    break
+                target -= over + 20
+            entries = fitted
         layers["current"].items = len([e for e in entries if e.kind not in ("thinking", "notice")])
         layers["current"].detail = {"turn": number}
     layers["current"].messages = current_msgs
@@ -396,50 +420,107 @@ def build(inp: ComposeInputs) -> ComposedContext:
     estimated += estimate_tokens(tools_json)
     return ComposedContext(
         conversation=inp.conversation, messages=messages, tools=list(inp.tools), layers=ordered,
-        window=inp.window, reserve=inp.reserve, budget=budget, total=total, ratio=ratio, turns=slices,
+        window=inp.window, reserve=reserve, budget=budget, total=total, ratio=ratio, turns=slices,
         left=list(inp.summary.covers) if inp.summary else [], must_leave=must_leave, references=references,
         summary=inp.summary, task=task, facts=list(inp.facts), turn=inp.turn, window_source=inp.window_source,
         model=inp.model, calibration_samples=inp.calibration_samples, flags=inp.flags, estimated=estimated,
+        cut=cut, recent_turns=recent_n,
     )
 
 
-#: Tokens an output keeps at least when cut to fit (its head and tail stay readable).
+#: Tokens an output or a prompt keeps at least when cut to fit (its head and tail stay readable).
 MIN_OUTPUT_TOKENS = 200
+#: The kinds of entry of the current turn that may be cut to fit: what the person pasted and what tools returned.
+CUTTABLE = ("tool_result", "prompt")
 
 
-def fit_outputs(entries: list[Any], room: int, ratio: float, flags: ToolFlags) -> list[Any]:
-    """The current turn's entries with tool outputs cut so the turn fits in
-    ``room`` tokens: each output over its share keeps its first and last
-    lines, with a line between them saying which lines were left out and
-    how to see them (a recall with the memory tool, a paged re-read for a
-    tool that only reads, else ``/show entry N`` by the person). Shares are
-    in proportion to the outputs' sizes, at least :data:`MIN_OUTPUT_TOKENS`.
-    Other entries stay whole. Pure; returns new entries.
-    """
-    outputs = [e for e in entries if e.kind == "tool_result"]
-    fixed = sum(_count_text(e.content or "", ratio) for e in entries if e.kind != "tool_result")
-    sizes = {e.number: _count_text(e.content or "", ratio) for e in outputs}
-    total = sum(sizes.values())
-    for_outputs = max(room - fixed, MIN_OUTPUT_TOKENS * max(1, len(outputs)))
-    if total <= for_outputs:
-        return entries
-    out = []
+class ContextTooBig(Exception):
+    """A request that cannot fit its window even after every fitting step:
+    the layers no turn can free are too big. ``kind`` is ``too_big``; the
+    message names the layer and what to change (issue "Real models, real
+    work": "say exactly which layer is too big and what to change")."""
+
+    kind = "too_big"
+
+
+@dataclass(frozen=True)
+class CutEntry:
+    """An entry of the current turn sent cut to fit the window (the whole is
+    stored): its ``number``, ``kind`` (``prompt`` or ``tool_result``),
+    ``chars`` (its whole size, characters) and ``kept`` (characters sent)."""
+
+    number: int
+    kind: str
+    chars: int
+    kept: int
+
+
+def fit_current(entries: list[Any], room: int, ratio: float, flags: ToolFlags,
+                turn: int | None = None) -> tuple[list[Any], list[CutEntry]]:
+    """The current turn's entries with the person's prompts and the tool
+    outputs cut so the turn fits in ``room`` tokens (issue "Real models, real
+    work", fitting step 3): each one over its share keeps its head and tail,
+    with a line between them saying what was left out and how to see it (a
+    recall with the memory tool, a paged re-read for a tool that only reads,
+    else ``/show entry N`` by the person). Shares are in proportion to the
+    sizes, at least :data:`MIN_OUTPUT_TOKENS`; when so many outputs cannot
+    each keep that much, the oldest stand as references (as an ended turn's
+    do) until the rest can. The whole stays in the store and the audit log.
+    Pure; returns new entries and what was cut."""
+    big = [e for e in entries if e.kind in CUTTABLE]
+    fixed = sum(_count_text(e.content or "", ratio) for e in entries if e.kind not in CUTTABLE)
+    sizes = {e.number: _count_text(e.content or "", ratio) for e in big}
+    for_big = max(0, room - fixed)
+    if sum(sizes.values()) <= for_big:
+        return entries, []
+    refs: dict[int, str] = {}
+    for e in (e for e in big if e.kind == "tool_result"):  # oldest first
+        need = sum(min(sizes[x.number], MIN_OUTPUT_TOKENS) for x in big if x.number not in refs) + \
+            sum(_count_text(t, ratio) for t in refs.values())
+        if need <= for_big:
+            break
+        refs[e.number] = reference_text(e.number, e.tool_name, turn=turn, form=flags.form(e.tool_name),
+                                        content=e.content or "", meta=e.meta,
+                                        read_only=flags.read_only.get(e.tool_name or ""))
+    left = [e for e in big if e.number not in refs]
+    for_left = max(MIN_OUTPUT_TOKENS * max(1, len(left)),
+                   for_big - sum(_count_text(t, ratio) for t in refs.values()))
+    total = sum(sizes[e.number] for e in left)
+    out: list[Any] = []
+    cut: list[CutEntry] = []
     for e in entries:
-        if e.kind != "tool_result":
+        if e.number in refs:
+            out.append(dataclasses.replace(e, content=refs[e.number]))
+            cut.append(CutEntry(e.number, e.kind, len(e.content or ""), len(refs[e.number])))
+            continue
+        if e.kind not in CUTTABLE or total <= for_left:
             out.append(e)
             continue
-        share = max(MIN_OUTPUT_TOKENS, int(for_outputs * sizes[e.number] / total))
+        share = max(MIN_OUTPUT_TOKENS, int(for_left * sizes[e.number] / max(1, total)))
         if sizes[e.number] <= share:
             out.append(e)
             continue
-        out.append(dataclasses.replace(e, content=_cut_output(e, share, ratio, flags)))
-    return out
+        text = _cut_entry(e, share, ratio, flags)
+        out.append(dataclasses.replace(e, content=text))
+        cut.append(CutEntry(e.number, e.kind, len(e.content or ""), len(text)))
+    return out, cut
 
 
-def _cut_output(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
-    """``entry``'s output within about ``tokens``: head (60 %) and tail (40 %) lines."""
-    lines = (entry.content or "").split("\n")
-    chars = int(tokens * CHARS_PER_TOKEN / (ratio or 1.0))
+def fit_outputs(entries: list[Any], room: int, ratio: float, flags: ToolFlags) -> list[Any]:
+    """:func:`fit_current`'s entries alone."""
+    return fit_current(entries, room, ratio, flags)[0]
+
+
+def _how_to_see(entry: Any, flags: ToolFlags, first_line: int) -> str:
+    return flags.form(entry.tool_name).how_cut(entry.number, first_line, prompt=entry.kind == "prompt")
+
+
+def _cut_entry(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
+    """``entry``'s text within about ``tokens``: its head (60 %) and tail (40 %),
+    whole lines where the lines are short, else characters of one long line."""
+    content = entry.content or ""
+    chars = max(200, int(tokens * CHARS_PER_TOKEN / (ratio or 1.0)) - 200)  # room for the marker
+    lines = content.split("\n")
     head: list[str] = []
     used = 0
     for line in lines:
@@ -454,16 +535,18 @@ def _cut_output(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
             break
         tail.insert(0, line)
         used += len(line) + 1
-    first, last = len(head) + 1, len(lines) - len(tail)
-    if flags.has_memory:
-        how = f'to see them: memory "recall entry {entry.number} from line {first}"'
-    elif flags.read_only.get(entry.tool_name or ""):
-        how = "to see them, call the tool again for those lines"
-    else:
-        how = f"do not run it again to see them; ask the person, who can use /show entry {entry.number}"
-    marker = (f"[lines {first}-{last} of {len(lines)} of entry {entry.number} are left out so the request "
-              f"fits the model's window; {how}]")
-    return "\n".join([*head, marker, *tail])
+    what = "the person's prompt" if entry.kind == "prompt" else f"the output of {entry.tool_name or 'a tool'}"
+    if len(head) + len(tail) >= 1 and sum(map(len, head + tail)) >= chars * 0.3:
+        first, last = len(head) + 1, len(lines) - len(tail)
+        marker = (f"[lines {first}-{last} of {len(lines):,} of entry {entry.number} ({what}, {len(content):,} "
+                  f"characters) are left out so the request fits the model's window; "
+                  f"{_how_to_see(entry, flags, first)}]")
+        return "\n".join([*head, marker, *tail])
+    # one long line (or a few): keep characters
+    h, t = int(chars * 0.6), int(chars * 0.4)
+    marker = (f"\n[characters {h + 1:,}-{len(content) - t:,} of {len(content):,} of entry {entry.number} ({what}) "
+              f"are left out so the request fits the model's window; {_how_to_see(entry, flags, 1)}]\n")
+    return content[:h] + marker + content[len(content) - t:]
 
 
 class Composer:
@@ -500,9 +583,16 @@ class Composer:
     async def inputs(self, conversation: int, *, system_rules: str, registry: Any, window: int, reserve: int,
                      recent_turns: int = 0, ratio: float = 1.0, instructions: str | None = None,
                      instructions_source: str | None = None, window_source: str = "",
-                     model: str | None = None, calibration_samples: int = 0) -> ComposeInputs:
+                     model: str | None = None, calibration_samples: int = 0,
+                     entries_of_last: int = 0) -> ComposeInputs:
         """The :class:`ComposeInputs` of the conversation's next request: the
-        turns the latest summary covers are not loaded."""
+        turns the latest summary covers are not loaded, and an ended turn
+        rendered before is not read again (its entries are
+        :class:`NotLoaded`), except the last ``entries_of_last`` ended turns,
+        whose entries are always read (the assessment reads their prompts
+        and replies). The ``recent_turns`` whole turns are looked up in both
+        forms, so the request can also be built with ``recent_turns=0``
+        (the first fitting step) from the same inputs."""
         views = await self.fact_views(conversation)
         task = next((v.fact for v in views if v.fact.subject == "task"), None)
         summary = await self.summaries.latest(conversation)
@@ -516,9 +606,11 @@ class Composer:
         flags = ToolFlags.from_registry(registry) if registry is not None else ToolFlags()
         recent_n = max(0, int(recent_turns))
         forms = [(t, i >= len(ended) - recent_n) for i, t in enumerate(ended)]
+        forms += [(t, False) for t, whole in forms if whole]  # fitting may send the recent turns as references
         renders = await self.renders.lookup(conversation, forms, flags)
         missing = [(t, whole) for t, whole in forms if (t.number, whole) not in renders]
-        wanted = [t.id for t, _ in missing] + ([current.id] if current else [])
+        read = {t.id for t, _ in missing} | {t.id for t in ended[len(ended) - max(0, entries_of_last):]}
+        wanted = [t.id for t in ended if t.id in read] + ([current.id] if current else [])
         by_turn = await self.store.turn_entries(wanted) if wanted else {}
         if missing:
             new = [(t, whole, render(t.number, by_turn.get(t.id, []), flags, whole=whole)) for t, whole in missing]

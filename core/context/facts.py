@@ -75,6 +75,13 @@ TASK_MAX_CHARS = 300
 _EXAMPLE = "entity release codename = BLUE HERON"
 
 
+def cap_value(value: str, limit: int) -> str:
+    """``value`` cut to ``limit`` characters, ending ``…`` when cut: the one
+    place a fact's or the task's length cap is applied (the task's 300 is
+    wisp-memory-tool.txt's, "task")."""
+    return value if len(value) <= limit else value[: limit - 1].rstrip() + "…"
+
+
 def outranks(current: "Fact | None", source: str) -> bool:
     """The precedence rule, in its one place: True when ``current`` (the
     fact as it stands, or ``None``) may not be replaced by a value from
@@ -372,7 +379,10 @@ class FactBook:
 
         ``query`` matches (case-insensitively) a fact's name, its subject when
         it has no name, ``subject name`` written out, or a version id
-        (``c3``). Returns ``[((subject, name), [versions…]), …]`` ordered by
+        (``c3``); failing those, a subject alone lists every fact of it, and
+        then the facts whose name holds every word of ``query`` (the
+        reference document's guide pairs ``recall fact codename`` with
+        ``note entity release codename = …``). Returns ``[((subject, name), [versions…]), …]`` ordered by
         the first version; an empty list when nothing matches.
         """
         q = " ".join((query or "").split()).strip().strip("\"'").lower()
@@ -391,6 +401,11 @@ class FactBook:
         if not keys:  # a subject alone lists every fact of it
             for f in facts:
                 if f.subject == q and f.key not in keys:
+                    keys.append(f.key)
+        words = set(q.split())
+        if not keys and words:  # the words of a name: "codename" finds "release codename"
+            for f in facts:
+                if words <= set(f.name.lower().split()) and f.key not in keys:
                     keys.append(f.key)
         return [(k, [f for f in facts if f.key == k]) for k in keys]
 
@@ -429,9 +444,7 @@ class FactBook:
         value = " ".join(str(value or "").split()) if subject == "task" else str(value or "").strip()
         if not value:
             raise FactError(f"give {subject} a value")
-        limit = TASK_MAX_CHARS if subject == "task" else FACT_MAX_CHARS
-        if len(value) > limit:
-            value = value[: limit - 1].rstrip() + "…"
+        value = cap_value(value, TASK_MAX_CHARS if subject == "task" else FACT_MAX_CHARS)
         if proposal is None:
             proposal = source == "model"
         entries_t = tuple(int(e) for e in entries)

@@ -74,6 +74,8 @@ class ContextReport:
     tools: list[dict[str, Any]] = field(default_factory=list)
     left: list[int] = field(default_factory=list)
     must_leave: list[int] = field(default_factory=list)
+    #: wisp's own side calls around the last turn (the fact distiller, the assessment), one line each.
+    side_calls: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``wisp inspect context --json``)."""
@@ -83,7 +85,8 @@ class ContextReport:
             "total": self.total, "tokens_left": self.tokens_left,
             "calibration": {"ratio": round(self.ratio, 4), "samples": self.samples},
             "layers": [r.to_dict() for r in self.rows], "left_window": self.left,
-            "must_leave": self.must_leave, "request": {"messages": self.messages, "tools": self.tools},
+            "must_leave": self.must_leave, "side_calls": self.side_calls,
+            "request": {"messages": self.messages, "tools": self.tools},
         }
 
     def request_json(self) -> str:
@@ -93,8 +96,9 @@ class ContextReport:
     def headline(self) -> str:
         """One line: window, reserve, budget, used and left."""
         cal = f"calibration ×{self.ratio:.2f} from {self.samples} requests" if self.samples else "not calibrated yet"
+        side = f"; side calls around the last turn: {'; '.join(self.side_calls)}" if self.side_calls else ""
         return (f"window {self.window:,} tokens ({self.window_source}) − reserve {self.reserve:,} = budget "
-                f"{self.budget:,}; next request ≈ {self.total:,} tokens; {self.tokens_left:,} left; {cal}")
+                f"{self.budget:,}; next request ≈ {self.total:,} tokens; {self.tokens_left:,} left; {cal}{side}")
 
     def table_rows(self) -> list[tuple[str, str, str, str, str]]:
         """Rows of text: (layer, tokens, share, items, hint)."""
@@ -188,4 +192,7 @@ async def inspect_context(manager: Any, conversation: int) -> ContextReport:
     """Compose ``conversation``'s next request through ``manager`` (a
     :class:`~wisp.core.context.manager.ContextManager`) and report it. No
     request is made."""
-    return report_from(await manager.compose(conversation))
+    report = report_from(await manager.compose(conversation))
+    costs = getattr(manager, "costs", {}).get(conversation, {})
+    report.side_calls = [cost.line() for cost in costs.values()]
+    return report

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Protocol
 from .. import events as ev
 from ..sidecall import SideCall
 from ..tokens import window_from
+from .bookkeeping import ASSESS_TURNS, FactDistiller, SideCost, TaskAssessor
 from .calibration import Calibration, CalibrationState
 from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, build
 from .facts import Fact, FactOutcome, fact_event, fact_line
@@ -55,6 +56,10 @@ class ModelState(Protocol):
     model: str
     reported_window: int | None
     endpoint: Any
+
+    def window_advice(self, tokens: int) -> str:
+        """How to raise the window to ``tokens`` for the endpoint in use."""
+        ...
 
 
 @dataclass
@@ -117,6 +122,10 @@ class ContextManager:
         self.calibration = Calibration(store)
         self.composer = Composer(store, self.facts, self.summaries)
         self.summariser = Summariser(store, self.summaries, side_call, audit)
+        self.distiller = FactDistiller(side_call, notes, int(self._config("context.distill_tokens", 1024)))
+        self.assessor = TaskAssessor(side_call, notes)
+        #: Per conversation, the cost of wisp's own side calls around its last turn, by kind.
+        self.costs: dict[int, dict[str, SideCost]] = {}
         self.instructions, self.instructions_source = instructions
         self.system_rules = system_rules
         self.flags = ToolFlags.from_registry(tools)
@@ -153,6 +162,9 @@ class ContextManager:
     # -- composing ------------------------------------------------------------------
 
     async def _inputs(self, conversation: int) -> ComposeInputs:
+        """The next request's inputs; with ``context.assess`` on, the entries of
+        the turns the assessment reads are loaded too (issue 12: an ended turn
+        rendered before is otherwise not read)."""
         model = await self.model(conversation)
         window, source = await self.window(conversation, model)
         cal = await self.calibration.get(model)
@@ -161,7 +173,8 @@ class ContextManager:
             reserve=int(self._config("context.reserve", 1024)),
             recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
             instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
-            model=model, calibration_samples=cal.samples)
+            model=model, calibration_samples=cal.samples,
+            entries_of_last=ASSESS_TURNS if self._config("context.assess", False) else 0)
 
     async def compose(self, conversation: int) -> ComposedContext:
         """The next request of ``conversation`` with its layers, composed
@@ -177,11 +190,53 @@ class ContextManager:
         events += await self.observe_workspace(conversation, turn)
         events += await self.scan_test_runs(conversation, turn)
         inputs = await self._inputs(conversation)
+        if self._config("context.assess", False):
+            more, inputs = await self._assess(conversation, turn, inputs)
+            events += more
         ctx = build(inputs)
+        done: list[str] = []
+        if ctx.over_budget and inputs.recent_turns and ctx.recent_turns:
+            # fitting step 1: the older tool outputs become references, recent turns included
+            whole = [t.number for t in ctx.turns if t.whole]
+            inputs = dataclasses.replace(inputs, recent_turns=0)
+            ctx = build(inputs)
+            done.append(f"the outputs of turn{'s' if len(whole) != 1 else ''} {turn_ranges(whole)} went as "
+                        "references")
         if ctx.must_leave:
+            # fitting step 2: the running summary takes over old turns
             more, ctx = await self._summarise(inputs, ctx, turn)
             events += more
+        shown = ctx.cut[:3]
+        for c in shown:  # fitting step 3: a paste or an output too big for the window goes cut
+            what = "your prompt" if c.kind == "prompt" else "a tool's output"
+            done.append(f"entry {c.number} ({what}, {c.chars:,} characters) went with its head and tail only "
+                        f"(/show entry {c.number} shows it whole)")
+        if len(ctx.cut) > len(shown):
+            done.append(f"{len(ctx.cut) - len(shown)} more of this turn's outputs went cut or as references")
+        if done and not ctx.over_budget:
+            events.append(ev.Notice(f"To fit the model's window ({ctx.budget:,}-token budget): "
+                                    + "; ".join(done) + ".", key="fit"))
         return Prepared(ctx, events)
+
+    def overflow_message(self, ctx: ComposedContext) -> str:
+        """Why ``ctx`` cannot fit even after fitting, and what to change: the
+        layers no turn can free, biggest first, each with its fix, and how to
+        raise the window for the endpoint in use (issue "Real models, real
+        work": "say exactly which layer is too big and what to change")."""
+        fixes = {"tools": "give fewer tools (--tool NAME, or a tools: line in AGENTS.md)",
+                 "instructions": f"shorten the project's instructions ({self.instructions_source or 'AGENTS.md'})",
+                 "facts": "forget some (/fact, then /fact forget ID)", "task": "shorten it (/task …)",
+                 "summary": "start a new conversation (/new), or raise the window",
+                 "system": "raise the window", "current": "send less at once (a shorter prompt)"}
+        rows = sorted((layer for layer in ctx.layers if layer.tokens and layer.key in fixes),
+                      key=lambda layer: -layer.tokens)
+        named = [f"{layer.name} {layer.tokens:,} tokens: {fixes[layer.key]}" for layer in rows
+                 if layer.tokens >= max(1, ctx.budget // 10)][:3] or \
+            [f"{layer.name} {layer.tokens:,} tokens" for layer in rows[:1]]
+        return (f"This request cannot fit the model's window: even with every older turn summarised and every "
+                f"large output cut, it needs about {ctx.total:,} tokens of a {ctx.budget:,}-token budget (window "
+                f"{ctx.window:,} less {ctx.reserve:,} reserved for the reply). The biggest parts: "
+                + "; ".join(named) + f". Or: {self.model_state.window_advice(ctx.total + ctx.reserve)}.")
 
     async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None:
         """Fold one request's reported prompt tokens (``reported``) against
@@ -212,9 +267,45 @@ class ContextManager:
         conversation, turn = record.conversation, record.turn
         events = self._drain()
         events += await self.scan_test_runs(conversation, turn)
+        if self._config("context.distill", False) and record.state in ("done", "cut"):
+            events += await self._distill(record)
         events += await self.notes.record(conversation, turn)
         self._over_budget_warned.pop(conversation, None)
         return events
+
+    async def _distill(self, record: Any) -> list[ev.AgentEvent]:
+        """The fact distiller on the ended turn (issue "The model's own bookkeeping")."""
+        t = await self.store.get_turn(record.conversation, record.turn)
+        entries = await self.store.entries(record.conversation, t.id) if t is not None else []
+        prompt = next((e for e in entries if e.kind == "prompt"), None)
+        reply = next((e for e in reversed(entries) if e.kind == "reply"), None)
+        done = await self.distiller.distill(record.conversation, record.turn, record.prompt, record.reply,
+                                            prompt_entry=prompt.number if prompt else None,
+                                            reply_entry=reply.number if reply else None)
+        cost = self._cost(record.conversation, done.cost)
+        return [cost] if cost.calls else []
+
+    async def _assess(self, conversation: int, turn: int, inputs: ComposeInputs) -> tuple[list[ev.AgentEvent],
+                                                                                        ComposeInputs]:
+        """The assessment before a request: the task inferred from the recent
+        turns, recorded as the model's unless the person set one."""
+        recent = []
+        for number, entries in inputs.ended[-ASSESS_TURNS:]:
+            prompt = next((e.content for e in entries if e.kind == "prompt"), "")
+            reply = next((e.content for e in reversed(entries) if e.kind == "reply"), "")
+            recent.append((number, prompt or "", reply or ""))
+        if inputs.current is not None:
+            number, entries = inputs.current
+            recent.append((number, next((e.content for e in entries if e.kind == "prompt"), "") or "", ""))
+        events, cost = await self.assessor.assess(conversation, turn, recent)
+        out: list[ev.AgentEvent] = [*events, self._cost(conversation, cost)] if cost.calls else list(events)
+        if events:  # the task changed: compose with it
+            inputs = await self._inputs(conversation)
+        return out, inputs
+
+    def _cost(self, conversation: int, cost: SideCost) -> ev.SideCallCost:
+        self.costs.setdefault(conversation, {})[cost.kind] = cost
+        return ev.SideCallCost(cost.kind, cost.calls, cost.tokens, round(cost.seconds, 3))
 
     async def _summarise(self, inputs: ComposeInputs, ctx: ComposedContext,
                          turn: int) -> tuple[list[ev.AgentEvent], ComposedContext]:
@@ -232,15 +323,18 @@ class ContextManager:
         events: list[ev.AgentEvent] = []
         for v in outcome.versions:
             events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
-        if outcome.failed:
+        covered = turn_ranges(sorted({t for v in outcome.versions for t in v.covers}))
+        if outcome.failed and outcome.versions:
+            events.append(ev.Notice(f"The model could not write the running summary ({outcome.failed}); wisp "
+                                    f"wrote it from the turns' identifiers and your own words, so turns {covered} "
+                                    "leave the window (F4 shows it).", level="warning"))
+        elif outcome.failed:
             events.append(ev.Notice(f"The running summary could not be written ({outcome.failed}); the older "
                                     "turns stay whole and the previous summary stays.", level="warning"))
-        elif outcome.kept_whole:
-            missing = ", ".join(outcome.missing[:8]) + ("…" if len(outcome.missing) > 8 else "")
-            n = len(outcome.kept_whole)
-            which = f"turn{'s' if n != 1 else ''} {turn_ranges(outcome.kept_whole)} stay{'s' if n == 1 else ''}"
-            events.append(ev.Notice(f"The running summary left out {missing}, so {which} whole in the window.",
-                                    level="warning"))
+        elif outcome.completed:
+            shown = ", ".join(outcome.completed[:6]) + ("…" if len(outcome.completed) > 6 else "")
+            events.append(ev.Notice(f"The model's running summary of turns {covered} left out {shown}; wisp kept "
+                                    "them in it itself (F4 shows which part it wrote).", key="summary-completed"))
         after = ctx
         if outcome.versions:
             latest = outcome.versions[-1]

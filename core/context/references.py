@@ -55,6 +55,18 @@ class ReferenceForm:
             return f"to see it, call {self.tool} again"
         return f"do not run it again to see it: ask the person, who can use /show entry {entry}"
 
+    def how_cut(self, entry: int, first_line: int, *, prompt: bool = False) -> str:
+        """The phrase that ends the marker of an entry sent cut to fit the
+        window, from ``first_line`` on (the person's own prompt when
+        ``prompt``): the same three forms as :meth:`how`."""
+        if self.kind == "memory":
+            return f'to see them: memory "recall entry {entry} from line {first_line}"'
+        if prompt:
+            return f"the person has the whole of it; /show entry {entry} shows it to them"
+        if self.kind == "call_again":
+            return f"to see them, call {self.tool} again for those lines"
+        return f"do not run it again to see them; ask the person, who can use /show entry {entry}"
+
 
 def recall_phrase(entry: int) -> str:
     """``memory "recall entry N"``: the recall a reference names (wisp-memory-tool.txt)."""

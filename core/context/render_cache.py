@@ -4,7 +4,7 @@ Issue 12, "Compose incrementally": an ended turn never changes, so the
 messages it stands for in the request (with its tool outputs whole, or as
 references) and their token estimate are rendered once, the first time a
 request needs them, and kept in memory for the session and in the
-``turn_renders`` table (the context's, migration ``m002_turn_renders`` in
+``turn_renders`` table (the context's, migration ``m003_turn_renders`` in
 :mod:`wisp.core.context.schema`) for the next process. A request then reads
 the turns' rows, not their entries, and decodes nothing it decoded before.
 

@@ -20,7 +20,7 @@
   context window seen (tokens), so that ``wisp inspect context`` can work
   without asking the endpoint.
 
-- ``turn_renders`` (m002): an ended turn as the composer renders it, kept
+- ``turn_renders`` (m003): an ended turn as the composer renders it, kept
   so that the next request does not render it again (issue 12, "Compose
   incrementally"; :mod:`wisp.core.context.render_cache`): per conversation,
   turn number and form (``whole``: tool outputs in full, else as
@@ -85,7 +85,7 @@ CREATE TABLE token_calibration (
 );
 """
 
-M002_SQL = """
+TURN_RENDERS_SQL = """
 CREATE TABLE turn_renders (
     conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
     turn_number     INTEGER NOT NULL,
@@ -100,5 +100,14 @@ CREATE TABLE turn_renders (
 
 #: The steps of these tables, owned here and handed to the store by
 #: :func:`wisp.core.database.open_store` (issue "One core, built once").
-MIGRATIONS = [sql_step("context", "m001_facts_summaries_calibration", M001_SQL, legacy_version=2),
-              sql_step("context", "m002_turn_renders", M002_SQL)]
+MIGRATIONS = [
+    sql_step("context", "m001_facts_summaries_calibration", M001_SQL, legacy_version=2),
+    # the part of a summary version wisp completed itself, and the identifiers it keeps
+    # (issue "Compaction you can see and trust", "A summary that always covers")
+    sql_step("context", "m002_summary_completion",
+             "ALTER TABLE summaries ADD COLUMN completion TEXT NOT NULL DEFAULT '';\n"
+             "ALTER TABLE summaries ADD COLUMN kept TEXT NOT NULL DEFAULT '[]';"),
+    # each ended turn rendered once, kept for the next request and the next process
+    # (issue 12, "Compose incrementally"; wisp.core.context.render_cache)
+    sql_step("context", "m003_turn_renders", TURN_RENDERS_SQL),
+]

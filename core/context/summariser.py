@@ -8,13 +8,17 @@ Issue "Layered context", "Running summary":
 - Coverage check, with no model call: every file path, test name, entry id,
   commit hash and error code in the covered turns must appear in the
   summary, a fact or a reference (:mod:`wisp.core.context.coverage`). If
-  one is missing, the summary is retried once with the missing items named;
-  if it still fails, the turns with missing items stay whole and the
-  version covers the others (no version at all when none is left).
-- If the side call fails, the turns stay whole and the previous version
-  stays. Nothing is dropped without a summary that covers it.
-- Each version writes a ``summary.recorded`` audit event; a failure writes
-  ``summary.failed`` (reason, turns, missing items).
+  one is missing, the summary is retried once with the missing items named.
+- A summary that always covers (issue "Compaction you can see and trust"):
+  what the model's summary still leaves out after its retry, wisp completes
+  itself (:func:`complete_summary`: each missing identifier with the entry
+  it came from, and the person's own statements of decisions). If the side
+  call fails, or the model writes nothing, wisp's part stands alone; a
+  summary too long is cut. So every version passes the coverage check, the
+  turns can leave the window, and the conversation goes on, on any model.
+  The version keeps which part the model wrote and which wisp completed.
+- Each version writes a ``summary.recorded`` audit event; a failed side
+  call writes ``summary.failed`` (reason, turns).
 
 When: :meth:`Summariser.plan` picks the oldest turns that must leave for the
 request to fit, and, so that the side call is not needed before every
@@ -33,8 +37,9 @@ from typing import Any
 from ..sidecall import SideCall, SideCallError
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
+from .statements import statements
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
-from ..tokens import estimate_tokens
+from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .turns import OutputRef, ToolFlags, transcript, turn_outputs
 
 __all__ = ["Summariser", "SummaryOutcome", "SUMMARY_RULES", "TARGET_SHARE", "SUMMARY_SHARE", "MAX_CALLS"]
@@ -44,15 +49,11 @@ __all__ = ["Summariser", "SummaryOutcome", "SUMMARY_RULES", "TARGET_SHARE", "SUM
 TARGET_SHARE = 0.6
 #: The summary's text aims at this share of the budget (in words, about ¾ of the tokens).
 SUMMARY_SHARE = 0.12
-#: A summary longer than this share of the budget (tokens) is refused: it would not free the room.
+#: A summary longer than this share of the budget (tokens) is cut by wisp: it would not free the room.
 SUMMARY_CAP_SHARE = 0.3
 #: wisp's estimate may exceed the endpoint's count of the same text by this factor before
 #: a summary within ``max_tokens`` is called too long.
 CAP_SLACK = 1.3
-#: A turn whose items a summary missed (after its retry) is tried again this many turns later.
-RETRY_FAILED_TURNS = 3
-#: After a summary too long even on its retry, the next try waits this many turns.
-RETRY_TURNS_TOO_LONG = 3
 #: The first prompt names at most this many of the items the summary must keep.
 MAX_NAMED_ITEMS = 60
 #: Side calls at most before one request (each writes a version).
@@ -75,7 +76,7 @@ SUMMARY_RULES = (
 @dataclass
 class SummaryOutcome:
     """What one :meth:`Summariser.ensure` did: the ``versions`` recorded,
-    the turns ``kept_whole`` (items missing), ``failed`` (a side call's
+    the turns ``kept_whole`` (none since wisp completes every summary), ``failed`` (a side call's
     error text, or ``None``), the ``missing`` items of the last attempt,
     the side ``calls`` made and whether the summary was ``too_long``."""
 
@@ -85,6 +86,8 @@ class SummaryOutcome:
     missing: list[str] = field(default_factory=list)
     calls: int = 0
     too_long: bool = False
+    #: The identifiers wisp completed the model's summary with.
+    completed: list[str] = field(default_factory=list)
 
 
 def _cap_tokens(budget: int) -> int:
@@ -128,15 +131,108 @@ def turn_items(entries: list[Any]) -> set[Item]:
     return found
 
 
+
+#: How many of the person's own statements of decisions a summary keeps.
+MAX_DECISIONS = 8
+#: A statement longer than this (characters) is cut where it is kept.
+DECISION_CHARS = 240
+_DECISIONS_HEAD = "The person's own words, kept by wisp:"
+
+
+def item_sources(entries: list[Any]) -> dict[Item, int | None]:
+    """Each item of a turn (:func:`turn_items`) and the number of the first
+    entry it came from."""
+    out: dict[Item, int | None] = {}
+    for e in entries:
+        if e.kind in ("prompt", "reply", "tool_call"):
+            for item in extract_items(e.content or ""):
+                out.setdefault(item, getattr(e, "number", None))
+    return out
+
+
+def person_decisions(turn: int, entries: list[Any]) -> list[str]:
+    """The person's own statements of decisions in a turn's prompts
+    (:func:`wisp.core.context.statements.statements`: what was decided,
+    preferred, ruled out or named), each as ``turn N: "…"``."""
+    return [f'turn {turn}: "{s}"' for e in entries if e.kind == "prompt"
+            for s in statements(e.content or "", limit=DECISION_CHARS)]
+
+
+def previous_decisions(version: SummaryVersion) -> list[str]:
+    """The statements a version's completion kept (so the next one keeps them too)."""
+    if _DECISIONS_HEAD not in version.completion:
+        return []
+    block = version.completion.split(_DECISIONS_HEAD, 1)[1]
+    return [line[2:] for line in block.splitlines() if line.startswith("- ")]
+
+
+def person_asked(turn: int, entries: list[Any], words: int = 12) -> str:
+    """``turn N: the person asked "…"`` with the first ``words`` words of the turn's prompt."""
+    prompt = next((e.content for e in entries if e.kind == "prompt"), "") or ""
+    head = prompt.split()
+    text = " ".join(head[:words]) + ("…" if len(head) > words else "")
+    return f'turn {turn}: the person asked "{text}"'
+
+
+def complete_summary(missing: dict[int, list[Item]], sources: dict[str, tuple[int, int | None]],
+                     decisions: list[str], *, model_text: str, failed: bool = False,
+                     asked: list[str] = ()) -> str:
+    """wisp's own part of a summary version: when the model wrote nothing,
+    what the person asked in each new turn (``asked``, from
+    :func:`person_asked`); each identifier the model's text (``model_text``)
+    left out, with the turn and entry it came from (``sources`` maps
+    ``kind:text`` to ``(turn, entry)``); and the person's statements of
+    decisions that the model's text does not hold, the newest
+    :data:`MAX_DECISIONS`. ``""`` when nothing is to add. Deterministic: no
+    model call (issue "Compaction you can see and trust")."""
+    lines: list[str] = []
+    if not model_text and asked:
+        lines.append("Written by wisp (the model wrote no summary of these turns):")
+        lines.extend(f"- {a}" for a in asked)
+    if missing:
+        head = ("Kept by wisp (the model's summary left these out):" if model_text and not failed else
+                "Kept by wisp (the model wrote no summary of these turns):")
+        lines.append(head)
+        for turn in sorted(missing):
+            by_entry: dict[int | None, list[str]] = {}
+            for item in missing[turn]:
+                entry = sources.get(_item_key(item), (turn, None))[1]
+                by_entry.setdefault(entry, []).append(item.text)
+            for entry, texts in sorted(by_entry.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+                where = f"turn {turn}, entry {entry}" if entry is not None else f"turn {turn}"
+                lines.append(f"- {where}: " + ", ".join(sorted(texts)))
+    seen: set[str] = set()
+    wanted: list[str] = []
+    for d in decisions:
+        quote = d.split(": ", 1)[1].strip('"') if ": " in d else d
+        if d in seen or quote.lower() in model_text.lower():
+            continue
+        seen.add(d)
+        wanted.append(d)
+    if wanted:
+        lines.append(_DECISIONS_HEAD)
+        lines.extend(f"- {d}" for d in wanted[-MAX_DECISIONS:])
+    return "\n".join(lines)
+
+
+def _cut_to_tokens(text: str, tokens: int) -> str:
+    """``text`` cut at a line (or a word) so it holds about ``tokens`` tokens, marked."""
+    limit = max(40, int(tokens * CHARS_PER_TOKEN))
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    at = cut.rfind("\n")
+    if at < limit // 2:
+        at = cut.rfind(" ")
+    return (cut[:at] if at > 0 else cut).rstrip() + " […the model's summary was cut by wisp to fit]"
+
+
 class Summariser:
     """Writes running summary versions with side calls of the conversation's model.
 
     ``Summariser(store, summaries, side_call, audit)``: ``side_call`` is
     the :class:`~wisp.core.sidecall.SideCall` the session hands in (or
-    ``None``: no summary is written); ``summaries`` a :class:`SummaryBook`. ``failed_turns`` remembers, per
-    conversation, the turns whose items a summary could not keep (and the
-    turn it failed in), so they are tried again only after
-    :data:`RETRY_FAILED_TURNS` more turns, not before every request.
+    ``None``: no summary is written); ``summaries`` a :class:`SummaryBook`.
     """
 
     def __init__(self, store: Any, summaries: SummaryBook, side_call: SideCall | None,
@@ -145,8 +241,6 @@ class Summariser:
         self.summaries = summaries
         self.side_call = side_call
         self.audit = audit
-        self.failed_turns: dict[int, dict[int, int | None]] = {}
-        self._next_try: dict[int, int] = {}
         self._cut = _cutter(TRANSCRIPT_CUT_CHARS)
 
     # -- planning ------------------------------------------------------------
@@ -157,9 +251,6 @@ class Summariser:
         enough that the turns left fill :data:`TARGET_SHARE` of their room."""
         if not ctx.must_leave:
             return []
-        now = ctx.turn or 0
-        failed = {t for t, at in self.failed_turns.get(ctx.conversation, {}).items()
-                  if at is None or now < at + RETRY_FAILED_TURNS}
         turns_tokens = sum(s.tokens for s in ctx.turns)
         fixed = ctx.total - turns_tokens  # rules, tools, facts, task, summary, current turn
         room = max(0, ctx.budget - fixed)
@@ -169,8 +260,6 @@ class Summariser:
         for s in ctx.turns:
             if over <= 0:
                 break
-            if s.number in failed:
-                continue
             chosen.append(s.number)
             over -= s.tokens
         return chosen
@@ -188,8 +277,6 @@ class Summariser:
         chosen = self.plan(ctx)
         if not chosen:
             return outcome
-        if turn is not None and turn < self._next_try.get(ctx.conversation, 0):
-            return outcome  # a side call failed lately; not before every request
         if self.side_call is None:
             return outcome
         try:
@@ -223,10 +310,6 @@ class Summariser:
             batch_turns = batch_turns[len(batch):]
             version = await self._summarise_batch(ctx, batch, previous, flags=flags, facts_text=facts_text,
                                                   model=model, turn=turn, outcome=outcome)
-            if outcome.failed:
-                if turn is not None:
-                    self._next_try[ctx.conversation] = turn + (RETRY_TURNS_TOO_LONG if outcome.too_long else 1)
-                break
             if version is not None:
                 previous = version
                 outcome.versions.append(version)
@@ -236,24 +319,43 @@ class Summariser:
                                previous: SummaryVersion | None, *, flags: ToolFlags, facts_text: str,
                                model: str | None, turn: int | None,
                                outcome: SummaryOutcome) -> SummaryVersion | None:
+        """One version covering ``batch`` (and what ``previous`` covered): the
+        model's summary, asked once more naming what it left out, then
+        completed by wisp (:func:`complete_summary`) so that it always passes
+        the coverage check (issue "Compaction you can see and trust", "A
+        summary that always covers"). A side call that fails leaves wisp's
+        part alone: the turns can still leave the window."""
         words = _words_for(ctx.budget)
         new_refs: list[OutputRef] = []
         items: dict[int, list[str]] = dict(previous.items) if previous else {}
+        sources: dict[str, tuple[int, int | None]] = {}
         for number, entries in batch:
             new_refs.extend(turn_outputs(number, entries, flags))
             items[number] = sorted(_item_key(i) for i in turn_items(entries))
+            for item, entry in item_sources(entries).items():
+                sources.setdefault(_item_key(item), (number, entry))
         all_refs = list(previous.refs if previous else ()) + new_refs
         covers = set(previous.covers if previous else ()) | {n for n, _ in batch}
         probe = SummaryVersion(ctx.conversation, 0, "", tuple(sorted(covers)), refs=tuple(all_refs))
         refs_text, _ = summary_layer_text(probe, flags)
         wanted = sorted({i for n, _ in batch for i in (_item_from(k) for k in items.get(n, []))})
         base_prompt = self._prompt(batch, previous, flags, words, wanted)
+        cap = _cap_tokens(ctx.budget)
+
+        def missing_in(text: str) -> dict[int, list[Item]]:
+            haystack = "\n".join([text, facts_text, refs_text])
+            gone: dict[int, list[Item]] = {}
+            for number in sorted(covers):
+                lost = [i for i in (_item_from(k) for k in items.get(number, [])) if not is_present(i, haystack)]
+                if lost:
+                    gone[number] = lost
+            return gone
+
         missing: dict[int, list[Item]] = {}
         text = ""
         attempts = 0
-        cap = _cap_tokens(ctx.budget)
         too_long = False
-        for attempt in (1, 2):
+        for attempt in ((1, 2) if outcome.failed is None else ()):  # after a failed call, wisp writes alone
             prompt = base_prompt
             if attempt == 2:
                 fixes = []
@@ -268,60 +370,47 @@ class Summariser:
             attempts = attempt
             outcome.calls += 1
             try:
-                text = await self._side_call(prompt, cap)
+                text = (await self._side_call(prompt, cap)).strip()
             except asyncio.CancelledError:
                 raise
-            except SideCallError as exc:
-                outcome.failed = str(exc) or exc.kind
+            except Exception as exc:  # the side call failed, or a malformed answer: wisp writes it alone
+                reason = str(exc) if isinstance(exc, SideCallError) else f"{type(exc).__name__}: {exc}"
+                outcome.failed = reason or "the side call failed"
                 self._audit_failed(ctx.conversation, turn, "side call failed: " + outcome.failed,
                                    [n for n, _ in batch], [])
-                return None
-            except Exception as exc:  # a malformed answer must not end the turn
-                outcome.failed = f"{type(exc).__name__}: {exc}"
-                self._audit_failed(ctx.conversation, turn, "side call failed: " + outcome.failed,
-                                   [n for n, _ in batch], [])
-                return None
-            if not text.strip():
-                missing = {}
-                too_long = False
+                text = ""
+                break
+            if not text:
                 continue
             too_long = estimate_tokens(text) > cap * CAP_SLACK
-            haystack = "\n".join([text, facts_text, refs_text])
-            missing = {}
-            for number in sorted(covers):
-                want = [_item_from(k) for k in items.get(number, [])]
-                gone = [i for i in want if not is_present(i, haystack)]
-                if gone:
-                    missing[number] = gone
+            missing = missing_in(text)
             if not missing and not too_long:
                 break
-        if text.strip() and too_long:
-            outcome.failed = (f"the summary was too long (about {estimate_tokens(text):,} tokens; at most "
-                              f"{cap:,} fit) after a retry")
+        if text and estimate_tokens(text) > cap * CAP_SLACK:
             outcome.too_long = True
-            self._audit_failed(ctx.conversation, turn, outcome.failed, [n for n, _ in batch], [])
+            text = _cut_to_tokens(text, cap)
+        missing = missing_in(text)
+        decisions = [d for n, entries in batch for d in person_decisions(n, entries)]
+        if previous is not None:
+            decisions = [*previous_decisions(previous), *decisions]
+        completion = complete_summary(missing, sources, decisions, model_text=text,
+                                      failed=outcome.failed is not None,
+                                      asked=[person_asked(n, entries) for n, entries in batch])
+        full = f"{text}\n\n{completion}".strip() if completion else text
+        left = missing_in(full)
+        assert not left, f"wisp's completion left out {left}"  # the rule this method exists for
+        if completion:
+            outcome.completed = sorted(set(outcome.completed) | {str(i) for ms in missing.values() for i in ms})
+        if not full.strip():
             return None
-        failing = sorted(missing)
-        outcome.missing = sorted(set(outcome.missing) | {str(i) for ms in missing.values() for i in ms})
-        if not text.strip():
-            outcome.failed = "the model answered with an empty summary"
-            self._audit_failed(ctx.conversation, turn, outcome.failed, [n for n, _ in batch], [])
+        newly = sorted({n for n, _ in batch})
+        if not newly and previous is not None and covers == set(previous.covers):
             return None
-        if failing:
-            self.failed_turns.setdefault(ctx.conversation, {}).update({t: turn for t in failing})
-            outcome.kept_whole = sorted(set(outcome.kept_whole) | set(failing))
-            self._audit_failed(ctx.conversation, turn, "coverage check failed after a retry; the turns stay whole",
-                               failing, outcome.missing)
-        covered = covers - set(failing)
-        newly = sorted({n for n, _ in batch} - set(failing))
-        if not newly and (previous is None or covered == set(previous.covers)):
-            return None
-        refs = [r for r in all_refs if r.turn in covered]
-        kept_items = {n: v for n, v in items.items() if n in covered}
-        still_whole = (set(previous.kept_whole if previous else ()) | set(failing)) - covered
+        kept = sorted({_item_from(k).text for n in covers for k in items.get(n, [])})
         return await self.summaries.record(
-            ctx.conversation, text.strip(), covered, kept_whole=still_whole, refs=refs, items=kept_items,
-            model=model, attempts=attempts, new_turns=newly, turn=turn)
+            ctx.conversation, full, covers, kept_whole=(), refs=all_refs, items=items,
+            model=model if text else None, attempts=attempts, new_turns=newly, turn=turn,
+            completion=completion if text else full, kept=kept)
 
     def _prompt(self, batch: list[tuple[int, list[Any]]], previous: SummaryVersion | None,
                 flags: ToolFlags, words: int, wanted: list[Item] | None = None) -> str:

@@ -63,6 +63,17 @@ class SummaryVersion:
     attempts: int = 1
     created_at: str = ""
     audit_event_id: str | None = None
+    #: The part of ``text`` wisp wrote itself (``""`` when the model's summary covered everything).
+    completion: str = ""
+    #: The identifiers the version keeps (paths, tests, entries, commits, error codes), as text.
+    kept: tuple[str, ...] = ()
+
+    @property
+    def model_part(self) -> str:
+        """The part of ``text`` the model wrote."""
+        if self.completion and self.text.endswith(self.completion):
+            return self.text[: len(self.text) - len(self.completion)].rstrip()
+        return self.text
 
     @property
     def vid(self) -> str:
@@ -73,10 +84,12 @@ class SummaryVersion:
         return {"version": self.version, "text": self.text, "covers": list(self.covers),
                 "covers_text": turn_ranges(self.covers), "kept_whole": list(self.kept_whole),
                 "references": [r.entry for r in self.refs], "model": self.model,
-                "attempts": self.attempts, "time": self.created_at}
+                "attempts": self.attempts, "time": self.created_at, "completion": self.completion,
+                "model_part": self.model_part, "kept": list(self.kept)}
 
 
-_COLS = "conversation_id, version, text, covers, kept_whole, refs, items, model, attempts, created_at, audit_event_id"
+_COLS = ("conversation_id, version, text, covers, kept_whole, refs, items, model, attempts, created_at, audit_event_id,"
+         " completion, kept")
 
 
 def _loads(text: str | None, default: Any) -> Any:
@@ -94,7 +107,8 @@ def _version(row: Any) -> SummaryVersion:
                           covers=tuple(sorted(int(t) for t in _loads(r[3], []))),
                           kept_whole=tuple(sorted(int(t) for t in _loads(r[4], []))),
                           refs=refs, items=items, model=r[7], attempts=r[8], created_at=r[9],
-                          audit_event_id=r[10])
+                          audit_event_id=r[10], completion=r[11] or "",
+                          kept=tuple(str(k) for k in _loads(r[12], []) or []))
 
 
 class SummaryBook:
@@ -133,10 +147,13 @@ class SummaryBook:
                      kept_whole: set[int] | list[int] = (), refs: list[OutputRef] | tuple[OutputRef, ...] = (),
                      items: dict[int, list[str]] | None = None, model: str | None = None,
                      attempts: int = 1, new_turns: list[int] | None = None,
-                     turn: int | None = None) -> SummaryVersion:
+                     turn: int | None = None, completion: str = "",
+                     kept: list[str] | tuple[str, ...] = ()) -> SummaryVersion:
         """Store the next version and write its ``summary.recorded`` audit
         event (version, the turns it covers, the turns newly covered, the
-        turns kept whole, attempts, model). Returns the version."""
+        turns kept whole, attempts, model, the part wisp completed).
+        ``completion`` is the end of ``text`` that wisp wrote itself; ``kept``
+        the identifiers the version keeps. Returns the version."""
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         covers_l = sorted(set(int(t) for t in covers))
         kept_l = sorted(set(int(t) for t in kept_whole))
@@ -147,10 +164,11 @@ class SummaryBook:
                 version = int((await cur.fetchone())[0])
             await db.execute(
                 "INSERT INTO summaries (conversation_id, version, text, covers, kept_whole, refs, items, model,"
-                " attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " attempts, created_at, completion, kept) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (conversation, version, text, json.dumps(covers_l), json.dumps(kept_l),
                  json.dumps([r.to_dict() for r in refs], ensure_ascii=False),
-                 json.dumps({str(k): v for k, v in items.items()}, ensure_ascii=False), model, attempts, now),
+                 json.dumps({str(k): v for k, v in items.items()}, ensure_ascii=False), model, attempts, now,
+                 completion, json.dumps(list(kept), ensure_ascii=False)),
             )
         event_id = None
         if self.audit is not None:
@@ -158,6 +176,7 @@ class SummaryBook:
                 "version": version, "covers": covers_l, "covers_text": turn_ranges(covers_l),
                 "new_turns": sorted(new_turns or []), "kept_whole": kept_l, "attempts": attempts,
                 "model": model, "chars": len(text), "references": [r.entry for r in refs], "text": text,
+                "completion": completion, "kept": list(kept),
             }, conversation=conversation, turn=turn)
             if ref is not None:
                 event_id = ref.event_id
@@ -165,7 +184,7 @@ class SummaryBook:
                     await db.execute("UPDATE summaries SET audit_event_id = ? WHERE conversation_id = ? AND version = ?",
                                      (event_id, conversation, version))
         return SummaryVersion(conversation, version, text, tuple(covers_l), tuple(kept_l), tuple(refs), items,
-                              model, attempts, now, event_id)
+                              model, attempts, now, event_id, completion, tuple(kept))
 
 
 def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .facts import TASK_MAX_CHARS, Fact, FactBook, FactError, FactOutcome, _strip_quotes
+from .facts import TASK_MAX_CHARS, Fact, FactBook, FactError, FactOutcome, _strip_quotes, cap_value
 
 __all__ = ["parse_task", "task_visible", "describe_task", "TaskBook", "TaskResult"]
 
@@ -46,9 +46,7 @@ def parse_task(text: str) -> str:
         value = f"{task}; objective: {objective}" if objective else task
     else:
         value = raw
-    if len(value) > TASK_MAX_CHARS:
-        value = value[: TASK_MAX_CHARS - 1].rstrip() + "…"
-    return value
+    return cap_value(value, TASK_MAX_CHARS)
 
 
 def task_visible(fact: Fact | None, turn: int | None) -> bool:

@@ -44,7 +44,7 @@ from .query import (DEFAULT_LIMIT, MAX_LIMIT, MemoryFilter, QueryError, find_mem
 from .refine import excerpt
 
 __all__ = ["memories", "recall", "run_episodic_verb", "parse_memories_request", "RECALL_EXCERPT_BYTES",
-           "RECALL_BUDGET_BYTES", "VERB_HELP"]
+           "RECALL_BUDGET_BYTES"]
 
 #: Cap of one request or reply in a recall, bytes of UTF-8.
 RECALL_EXCERPT_BYTES = 4 * 1024
@@ -52,9 +52,7 @@ RECALL_EXCERPT_BYTES = 4 * 1024
 RECALL_BUDGET_BYTES = 24 * 1024
 #: Characters of a summary in a ``memories`` line.
 LINE_PREVIEW = 300
-#: One line the memory tool can put in its guide.
-VERB_HELP = ('"memories website launch since 7d" searches earlier conversations; '
-             '"recall MEM-000001" shows one memory with its sources')
+
 
 _EXAMPLE = 'memories launch workspace website since 7d limit 10'
 _KEYS = {

@@ -118,6 +118,30 @@ class ModelLink:
         path = getattr(self.config, "path", None)
         return KnownWindows.beside(path) if path else None
 
+    @property
+    def embedded(self) -> bool:
+        """True when the endpoint is wisp's embedded llama.cpp server."""
+        return self._resolved is not None and getattr(self._resolved, "embedded", None) is not None
+
+    def window_advice(self, tokens: int) -> str:
+        """How to give the model a window of at least ``tokens`` tokens, true
+        for the endpoint in use (issue "Real models, real work": for Ollama it
+        is ``num_ctx``, sent from ``model.context_window``; for the embedded
+        server it is ``model.context_window``, which it is started with; for
+        other servers, their own flag, named). One sentence, no full stop."""
+        size = 4096
+        while size < tokens * 1.25:
+            size *= 2
+        setting = (f"/config set model.context_window {size} (in a shell: wisp config set model.context_window "
+                   f"{size})")
+        if self.provider == "ollama":
+            return f"Raise the window to at least {size:,} tokens: {setting}; it is sent to Ollama as num_ctx"
+        if self.embedded:
+            return (f"Raise the window to at least {size:,} tokens: {setting}; the embedded server is started "
+                    "with it, up to the model's trained length")
+        return (f"Start the server with a context of at least {size:,} tokens (llama.cpp: --ctx-size {size}; "
+                f"vLLM: --max-model-len {size}; LM Studio: the model's Context Length), then {setting}")
+
     async def close(self) -> None:
         """Close the endpoint's client and stop an embedded server this link
         started. Never raises."""

@@ -33,6 +33,7 @@ from ._transport import (
     new_call_id,
     short,
 )
+from ..tokens import DEFAULT_CONTEXT_WINDOW
 from .base import (
     ChatOptions,
     Disconnected,
@@ -51,8 +52,8 @@ from .base import (
 from .thinking import ThinkSplitter
 
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
-#: ``num_ctx`` sent when neither the caller nor ``/api/show`` gives a window (tokens).
-FALLBACK_NUM_CTX = 4096
+#: ``num_ctx`` sent when neither the caller nor ``/api/show`` gives a window (tokens): wisp's one default.
+FALLBACK_NUM_CTX = DEFAULT_CONTEXT_WINDOW
 
 
 def to_ollama_messages(messages: list[Message]) -> list[dict[str, Any]]:

@@ -16,6 +16,12 @@ Rules (issue "Tools that act", "Approval"):
 - Every decision is written to the audit log as an ``approval`` audit event
   with the command, the directory, the choice, who made it (``person``,
   ``config`` or ``workspace``) and the allow lists in force.
+- An MCP server's tool that acts (issue 15, "MCP both ways", "Approval") is
+  asked about the same way, with the same choices and audit events: its
+  request names the ``server`` and the ``arguments``. It runs without asking
+  when config ``tools.mcp.allow`` names it (``mcp__git__commit``) or its
+  server (``mcp__git``), or (in the TUI only) when the person chose "always"
+  for that tool in this workspace, kept in the same ``approvals.json``.
 
 A prefix matches whole words (``git status`` matches ``git status -s``, not
 ``git statusx``), and only a *simple* command, as :mod:`wisp.core.tools.shell`
@@ -62,18 +68,29 @@ _SUBCOMMAND_PROGRAMS = {
 @dataclass(frozen=True)
 class ApprovalRequest:
     """One command to approve: ``tool`` (``run_command``), the ``command``
-    line, the ``workdir`` it would run in, and the conversation and turn."""
+    line, the ``workdir`` it would run in, and the conversation and turn.
+    For an MCP tool, ``tool`` is its wisp name (``mcp__git__commit``),
+    ``server`` its server, ``arguments`` what the model gave it, and
+    ``command`` a one-line rendering of the call for lists and logs."""
 
     tool: str
     command: str
     workdir: Path
     conversation_id: int | None = None
     turn: int | None = None
+    server: str | None = None
+    arguments: dict[str, Any] | None = None
+
+    @property
+    def is_mcp(self) -> bool:
+        """True for an MCP server's tool (matched by name, not by prefix)."""
+        return self.server is not None
 
     @property
     def suggested_prefix(self) -> str:
-        """The prefix an "always allow" would use (see :func:`suggest_prefix`)."""
-        return suggest_prefix(self.command)
+        """The prefix an "always allow" would use (see :func:`suggest_prefix`);
+        for an MCP tool, its name."""
+        return self.tool if self.is_mcp else suggest_prefix(self.command)
 
 
 @dataclass(frozen=True)
@@ -164,6 +181,26 @@ class WorkspaceAllowList:
         rows = data["workspaces"].get(str(Path(workspace).resolve()), [])
         return [r["prefix"] for r in rows if isinstance(r, dict) and isinstance(r.get("prefix"), str)]
 
+    def tools(self, workspace: Path) -> list[str]:
+        """The MCP tools always allowed in ``workspace`` (rows ``{"tool": name}``
+        beside the prefixes; empty when the file is missing or unreadable)."""
+        try:
+            data = self._read()
+        except ValueError:
+            return []
+        rows = data["workspaces"].get(str(Path(workspace).resolve()), [])
+        return [r["tool"] for r in rows if isinstance(r, dict) and isinstance(r.get("tool"), str)]
+
+    def add_tool(self, workspace: Path, tool: str, conversation: int | None = None) -> None:
+        """Always allow the MCP tool ``tool`` in ``workspace`` from now on.
+        Raises ``ValueError`` for a malformed file; ``OSError`` when it cannot write."""
+        data = self._read()
+        rows = data["workspaces"].setdefault(str(Path(workspace).resolve()), [])
+        if any(isinstance(r, dict) and r.get("tool") == tool for r in rows):
+            return
+        rows.append({"tool": tool, "added": _now(), "conversation": conversation})
+        atomic_write_private(self.path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+
     def add(self, workspace: Path, prefix: str, conversation: int | None = None) -> None:
         """Allow ``prefix`` in ``workspace`` from now on. Raises ``ValueError``
         for an empty prefix or a malformed file; ``OSError`` when it cannot write."""
@@ -208,22 +245,29 @@ class Approvals:
     ask: AskFunction | None = None
     transport: str = "tui"
 
-    def config_allow(self) -> list[str]:
-        """Config ``tools.run_command.allow`` (empty when unset or unreadable)."""
+    def config_allow(self, key: str = "tools.run_command.allow") -> list[str]:
+        """Config ``key`` (``tools.run_command.allow``, or ``tools.mcp.allow``
+        for MCP tools); empty when unset or unreadable."""
         try:
-            return [p for p in (self.config.get("tools.run_command.allow") or []) if p.strip()]
+            return [p for p in (self.config.get(key) or []) if p.strip()]
         except Exception:
             return []
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
         """Decide whether ``request`` may run; never raises except
         ``CancelledError`` (which is audited as ``stopped`` first)."""
-        config_list = self.config_allow()
-        workspace_list = self.workspace.prefixes(request.workdir) if self.ask is not None else []
+        if request.is_mcp:
+            config_list = self.config_allow("tools.mcp.allow")
+            workspace_list = self.workspace.tools(request.workdir) if self.ask is not None else []
+            matches: Callable[[str], bool] = lambda allowed: allowed in (request.tool, f"mcp__{request.server}")
+        else:
+            config_list = self.config_allow()
+            workspace_list = self.workspace.prefixes(request.workdir) if self.ask is not None else []
+            matches = lambda prefix: prefix_matches(request.command, prefix)  # noqa: E731
         lists = {"config": config_list, "workspace": workspace_list}
         decision: Approval | None = None
         for source, prefixes in (("config", config_list), ("workspace", workspace_list)):
-            hit = next((p for p in prefixes if prefix_matches(request.command, p)), None)
+            hit = next((p for p in prefixes if matches(p)), None)
             if hit is not None:
                 decision = Approval(True, "allow_list", source, hit)
                 break
@@ -240,6 +284,12 @@ class Approvals:
                 choice, prefix, error = "deny", None, f"asking failed: {exc}"
             if choice == "once":
                 decision = Approval(True, "once", "person")
+            elif choice == "always" and request.is_mcp:  # always this tool, in this workspace
+                try:
+                    self.workspace.add_tool(request.workdir, request.tool, request.conversation_id)
+                except (OSError, ValueError) as exc:
+                    error = f"allowed once; the choice was not saved: {exc}"
+                decision = Approval(True, "always", "person", request.tool)
             elif choice == "always" and prefix and prefix_matches(request.command, prefix):
                 try:
                     self.workspace.add(request.workdir, prefix, request.conversation_id)
@@ -260,6 +310,9 @@ class Approvals:
             return
         payload = {"tool": request.tool, "command": request.command, "workdir": str(request.workdir),
                    **decision.to_dict(), "allow_list": lists, "transport": self.transport}
+        if request.is_mcp:
+            payload["server"] = request.server
+            payload["arguments"] = request.arguments
         if error:
             payload["error"] = error
         self.audit.write("approval", payload, conversation=request.conversation_id, turn=request.turn)

@@ -107,21 +107,31 @@ class ToolRegistry:
 def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
     """A one-line error for arguments that don't fit the tool's schema, or None.
 
-    Checks required keys, unknown keys and the JSON types of the values.
+    Checks required keys, unknown keys (unless the schema's
+    ``additionalProperties`` allows them) and the JSON types of the values
+    that name one type. Never raises, whatever the schema holds: an MCP
+    server's schema is outside input (issue 15).
     """
-    schema = tool.parameters or {}
-    props: dict[str, Any] = schema.get("properties", {})
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    props = schema.get("properties", {})
+    props = props if isinstance(props, dict) else {}
+    required = schema.get("required", [])
     if not isinstance(arguments, dict):
         return f"error: {tool.name} takes a JSON object of arguments"
-    for key in schema.get("required", []):
-        if key not in arguments:
+    for key in required if isinstance(required, list) else []:
+        if isinstance(key, str) and key not in arguments:
             return f"error: {tool.name} needs the argument {key!r}"
     types = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
              "array": list, "object": dict}
     for key, value in arguments.items():
         if key not in props:
+            if schema.get("additionalProperties") not in (None, False):
+                continue  # a schema that says it takes other keys (an MCP server's may)
             return f"error: {tool.name} has no argument {key!r}; it takes {', '.join(props) or 'none'}"
-        want = props[key].get("type")
+        spec = props[key] if isinstance(props[key], dict) else {}
+        want = spec.get("type")
+        if not isinstance(want, str):  # a JSON schema's list of types, or none: not checked here
+            continue
         py = types.get(want)
         if py is None or value is None:
             continue
@@ -132,6 +142,7 @@ def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
             return f"error: {tool.name}'s {key!r} must be a {want}"
         if not isinstance(value, py):
             return f"error: {tool.name}'s {key!r} must be a {want}"
-        if "enum" in props[key] and value not in props[key]["enum"]:
-            return f"error: {tool.name}'s {key!r} must be one of {', '.join(map(str, props[key]['enum']))}"
+        enum = spec.get("enum")
+        if isinstance(enum, list) and value not in enum:
+            return f"error: {tool.name}'s {key!r} must be one of {', '.join(map(str, enum))}"
     return None

@@ -31,6 +31,10 @@ Rules (issue "Tools that act", "run_command"):
   (U+FFFD) and flagged (``meta["non_utf8"]`` and a line in the text).
 - Output streams to the person through ``ToolContext.emit`` while the
   command runs (up to the cap; then the end is shown when it finishes).
+  The agent writes what is emitted into the tool result's entry as it
+  comes, at most once a second (:class:`wisp.core.streamed.StreamedEntry`),
+  so a crash keeps it (issue "Nothing runs, leaks, hangs or is lost that
+  shouldn't be", "Nothing is lost").
 - Cancellation (Esc stops the turn) ends the process group the same way and
   the tool *returns* a result that says it was stopped, so that the agent
   can record it before it stops the turn.

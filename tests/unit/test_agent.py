@@ -322,14 +322,44 @@ async def test_only_thinking_and_no_answer_is_said(any_home, tmp_path: Path) -> 
     assert any(isinstance(e, ev.Notice) and "only thought" in e.text for e in events)
 
 
-async def test_a_request_larger_than_the_window_is_warned_before_sending(any_home, tmp_path: Path) -> None:
+async def test_a_prompt_larger_than_the_window_is_sent_cut_and_kept_whole(any_home, tmp_path: Path) -> None:
+    """Issue "Real models, real work", fitting step 3: a paste too big for the window is kept whole in the
+    store and the audit log; the request carries its head and tail and says how to see the rest."""
+    from wisp.core.tokens import estimate_messages
+
     home, srv = any_home
     Config.load().set("model.context_window", "1024")
+    paste = "".join(f"line {i} of the paste\n" for i in range(3000))
     async with await open_session(tmp_path) as s:
-        events = await run(s, "word " * 3000)
-    warning = next(e for e in events if isinstance(e, ev.Notice) and "more than the model's window" in e.text)
-    assert "8,192" in warning.text or "4,096" in warning.text
-    assert "wisp config set model.context_window" in warning.text
+        events = await run(s, paste)
+        stored = (await s.store.entries(s.conversation_id))[0]
+    assert events[-1].state == "done" and stored.kind == "prompt" and stored.content == paste
+    body = srv.chat_bodies[-1]
+    assert estimate_messages(body["messages"], body.get("tools")) <= 1024
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    assert user.startswith("line 0 of the paste") and user.rstrip().endswith("line 2999 of the paste")
+    assert "are left out so the request fits the model's window" in user and "/show entry 1" in user
+    fit = next(e for e in events if isinstance(e, ev.Notice) and e.key == "fit")
+    assert "entry 1 (your prompt" in fit.text and "/show entry 1 shows it whole" in fit.text
+
+
+async def test_fixed_layers_too_big_are_named_and_nothing_is_sent(any_home, tmp_path: Path) -> None:
+    """Issue "Real models, real work": when the window is too small for the layers no turn can free, say
+    which layer and what to change; send nothing; the conversation goes on once it fits."""
+    home, srv = any_home
+    Config.load().set("model.context_window", "1024")
+    (tmp_path / "AGENTS.md").write_text("Follow the house style.\n" + "Always write tidy code. " * 800)
+    async with await open_session(tmp_path) as s:
+        sent = len(srv.chat_bodies)
+        events = await run(s, "hello")
+        error = next(e for e in events if isinstance(e, ev.Error))
+        assert error.kind == "too_big" and events[-1].state == "error"
+        assert "project instructions" in error.message and "AGENTS.md" in error.message
+        assert "model.context_window" in error.message
+        assert len(srv.chat_bodies) == sent  # nothing went to the endpoint
+        s.config.set("model.context_window", "16384")
+        again = await run(s, "hello again")
+        assert again[-1].state == "done" and len(srv.chat_bodies) == sent + 1
 
 
 async def test_a_huge_tool_output_is_cut_to_fit_the_window_in_its_own_turn(ollama_home, tmp_path: Path) -> None:

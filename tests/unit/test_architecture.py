@@ -9,6 +9,7 @@ layers below. Every import counts, at module level or inside a function.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -27,15 +28,17 @@ FORBIDDEN = [
 
 #: core's parts from the bottom up; a part may import only parts on its own level or below.
 LAYERS = [
-    {"tokens", "sidecall", "events", "paths", "migrations", "command_base", "tool_names", "timezones", "text"},
-    {"audit", "store", "outputs"},
+    {"tokens", "sidecall", "events", "paths", "transactions", "migrations", "command_base", "tool_names", "timezones",
+     "text", "mcp_config"},
+    {"audit", "store", "streamed", "outputs"},
     {"config"},
     {"model", "context", "episodes"},
     {"memory"},
     {"tools", "agents_md", "session_options"},
-    {"toolset", "agent", "transcript"},
+    {"toolset", "agent", "transcript", "mcp"},
     {"database", "commands"},
     {"session"},
+    {"eval"},
     {"cli"},
 ]
 
@@ -201,3 +204,37 @@ def test_the_checks_catch_a_forbidden_arrow() -> None:
     assert bad
     graph["wisp.core.model.base"].add("wisp.core.agent")
     assert _cycles(graph)
+
+
+# --- each table has one owner ------------------------------------------------------------------------
+
+_SQL_TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE(?: IF NOT EXISTS)?|ON)\s+([a-z_][a-z0-9_]*)\b")
+_CREATE = re.compile(r"CREATE (?:VIRTUAL )?TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)")
+
+
+def _owners() -> dict[str, str]:
+    """Table → the part whose migrations create it."""
+    out: dict[str, str] = {}
+    for name, path in MODULES.items():
+        if not name.startswith("wisp.core."):
+            continue
+        for table in _CREATE.findall(path.read_text()):
+            out.setdefault(table, part(name))
+    return out
+
+
+def test_no_module_runs_sql_on_a_table_it_does_not_own() -> None:
+    """Issue "One core, built once", "Each table has one owner": the store owns conversations, turns and
+    entries; a feature owns the tables its migrations create; nobody else runs SQL on them."""
+    owners = _owners()
+    assert owners["entries"] == "store" and owners["facts"] == "context"
+    assert owners["episode_memories"] == "episodes"
+    bad = []
+    for name, path in MODULES.items():
+        if not name.startswith("wisp.core."):
+            continue
+        for table in set(_SQL_TABLE.findall(path.read_text())):
+            owner = owners.get(table)
+            if owner is not None and owner != part(name):
+                bad.append((name, table, owner))
+    assert sorted(bad) == []

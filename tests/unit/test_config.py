@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.home import DATA
+from tests.support.mcp_strategies import MCP_ALLOW, MCP_SERVERS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -113,6 +114,7 @@ EXPECTED_DEFAULTS = {
     "model.timeout_s": 120.0,
     "model.load_wait_s": 60.0,
     "model.reply_timeout_s": 900.0,
+    "model.max_tokens": None,
     "agent.max_steps": 20,
     "tools.enabled": ["read_file", "system_info"],
     "tools.read_file.allow_outside_workdir": False,
@@ -121,9 +123,17 @@ EXPECTED_DEFAULTS = {
     "tools.run_command.max_output_bytes": 1048576,
     "tools.run_command.allow": [],
     "tools.run_command.env_drop": SCHEMA["tools.run_command.env_drop"].default,
+    "tools.mcp.allow": [],
+    "tools.mcp.timeout_s": 60.0,
+    "tools.mcp.start_timeout_s": 30.0,
+    "tools.mcp.max_output_bytes": 262144,
+    "mcpServers": {},
     "context.reserve": 1024,
     "context.recent_turns": 0,
     "context.memory": False,
+    "context.distill": False,
+    "context.distill_tokens": 1024,
+    "context.assess": False,
     "audit.enabled": True,
     "audit.max_bytes": 10485760,
     "audit.keep": 5,
@@ -550,6 +560,10 @@ def _values(spec):
     if spec.key == "tools.enabled":  # names of tools wisp has
         from wisp.core.tool_names import TOOL_NAMES
         return st.lists(st.sampled_from(sorted(TOOL_NAMES)), max_size=4)
+    if spec.key == "mcpServers":  # issue 15: servers in Claude Desktop's shape
+        return MCP_SERVERS
+    if spec.key == "tools.mcp.allow":
+        return MCP_ALLOW
     if spec.key == "tools.run_command.env_drop":  # glob patterns of variable names
         return st.lists(st.from_regex(r"[A-Za-z0-9_*?]{1,12}", fullmatch=True), max_size=5)
     if spec.type == "list":

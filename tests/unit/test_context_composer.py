@@ -216,3 +216,37 @@ def test_an_output_larger_than_the_window_is_cut_to_fit_with_a_way_to_the_rest()
     # nothing is cut when it fits
     small = [entries[0], nums.entry("tool_result", "ok", tool_name="x")]
     assert fit_outputs(small, room=2000, ratio=1.0, flags=ToolFlags()) == small
+
+
+def test_many_small_outputs_that_cannot_fit_stand_as_references_oldest_first() -> None:
+    """Fitting step 3 with sixty outputs in one step: cut alone cannot fit them; the oldest go as
+    references (as an ended turn's do) and the newest stay readable, within the room."""
+    from dataclasses import dataclass, field
+
+    from wisp.core.context.composer import fit_current
+    from wisp.core.context.turns import ToolFlags
+    from wisp.core.tokens import estimate_tokens
+
+    @dataclass
+    class E:
+        number: int
+        kind: str
+        content: str
+        tool_name: str | None = None
+        meta: dict = field(default_factory=dict)
+        tool_call_id: str | None = None
+        arguments: dict | None = None
+
+    entries = [E(1, "prompt", "try them all")]
+    for i in range(60):
+        entries.append(E(2 + 2 * i, "tool_call", "{}", "run_command", {}, f"c{i}", {"command": f"ls {i}"}))
+        entries.append(E(3 + 2 * i, "tool_result", f"output {i}\n" * 120, "run_command", {"exit_status": 0},
+                         f"c{i}"))
+    flags = ToolFlags(has_memory=True, read_only={"run_command": False})
+    fitted, cut = fit_current(entries, 6000, 1.0, flags, turn=4)
+    used = sum(estimate_tokens(e.content) for e in fitted)
+    assert used <= 6000
+    refs = [e for e in fitted if e.kind == "tool_result" and e.content.startswith("[output of entry")]
+    assert refs and refs[0].number == 3 and 'memory "recall entry 3"' in refs[0].content
+    assert fitted[-1].content.startswith("output 59")  # the newest stays readable
+    assert {c.number for c in cut} >= {r.number for r in refs}

@@ -77,7 +77,7 @@ async def test_context_memory_gives_it_with_the_rule(home, tmp_path: Path) -> No
         await run(s, "hi")
     body = srv.chat_bodies[-1]
     assert "memory" in tool_names(body)
-    assert 'call memory with "recall entry N"' in body["messages"][0]["content"]
+    assert '"recall entry N" shows an output' in body["messages"][0]["content"]
 
 
 async def test_an_explicit_list_is_exactly_that_list(home, tmp_path: Path) -> None:

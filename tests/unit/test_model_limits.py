@@ -119,6 +119,9 @@ async def test_a_whole_turn_ends_with_an_error_naming_the_setting(wisp_home: Pat
     assert isinstance(items[-1], ev.TurnEnded) and items[-1].state == "error"
     replies = [e for e in entries if e.kind == "reply"]
     assert replies and replies[-1].content == "partial "
+    # the wait is shown while it lasts: one changing notice that names the setting and Esc
+    waits = [i for i in items if isinstance(i, ev.Notice) and i.key == "reply-wait"]
+    assert waits and "model.reply_timeout_s" in waits[-1].text and "Esc" in waits[-1].text
 
 
 # --- numbers an endpoint sends -------------------------------------------------------------------------

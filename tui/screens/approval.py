@@ -13,15 +13,22 @@ ignored, so that a key meant for the prompt cannot approve a command that
 appeared under it. Focus starts on Deny, so Enter alone denies.
 The screen returns ``(choice, prefix)``: ``("once", None)``,
 ``("always", prefix)`` or ``("deny", None)``.
+
+For an MCP server's tool that acts (issue 15) it shows the server, the tool
+and its arguments, and **a** always allows that tool in this workspace
+(``("always", tool name)``).
 """
 
 from __future__ import annotations
+
+import json
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Button, Input, Label, Static
 
+from wisp.core.tool_names import mcp_parts
 from wisp.core.tools.approval import ApprovalRequest, is_simple_command, prefix_matches
 
 from .modal import WispModal
@@ -46,11 +53,38 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
     def __init__(self, request: ApprovalRequest) -> None:
         super().__init__()
         self.request = request
-        self.simple = is_simple_command(request.command)
+        self.mcp = bool(getattr(request, "is_mcp", False))
+        self.simple = not self.mcp and is_simple_command(request.command)
         self.suggested = request.suggested_prefix if self.simple else ""
         self.armed = False
 
+    def _compose_mcp(self) -> ComposeResult:
+        request = self.request
+        tool = (mcp_parts(request.tool) or (None, None))[1] or request.tool
+        yield Static("⚠ The model wants to use an MCP tool that acts", classes="approval-title")
+        yield Static(f"server {request.server} · tool {tool} ({request.tool})", id="approval-command",
+                     markup=False)
+        try:
+            args = json.dumps(request.arguments or {}, ensure_ascii=False, indent=2)
+        except (TypeError, ValueError):
+            args = str(request.arguments)
+        lines = args.splitlines()
+        if len(lines) > 12:
+            lines = lines[:12] + [f"… ({len(lines) - 12} more lines)"]
+        yield Static("\n".join(lines), id="approval-arguments", markup=False)
+        yield Static(f"in {request.workdir}", id="approval-dir", markup=False)
+        yield Static(f"(always: {request.tool} runs without asking in this workspace, from now on)",
+                     id="approval-note", markup=False)
+        yield Static("", id="approval-error", markup=False)
+        with Horizontal(id="approval-buttons"):
+            yield Button("Allow once (y)", id="once", variant="success")
+            yield Button("Always allow (a)", id="always", variant="primary")
+            yield Button("Deny (n, Esc)", id="deny", variant="error")
+
     def compose_box(self) -> ComposeResult:
+        if self.mcp:
+            yield from self._compose_mcp()
+            return
         yield Static("⚠ The model wants to run a command", classes="approval-title")
         yield Static(self.request.command, id="approval-command", markup=False)
         yield Static(f"in {self.request.workdir}", id="approval-dir", markup=False)
@@ -91,6 +125,9 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
     def action_choose(self, choice: str) -> None:
         """Answer ``once``, ``always`` or ``deny`` (ignored until armed)."""
         if not self.armed:
+            return
+        if choice == "always" and self.mcp:
+            self.dismiss(("always", self.request.tool))
             return
         if choice == "always":
             if not self.simple:

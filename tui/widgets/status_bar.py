@@ -18,6 +18,8 @@ class StatusBar(Guarded, Static):
     ``completion_tokens`` are the last request's counts as the endpoint
     reported them, ``estimated_tokens`` wisp's own estimate when it reported
     none, and ``window`` the model's context window (all tokens).
+    ``problem`` is a short warning shown after the state (an MCP server that
+    failed, issue 15), or empty.
     """
 
     DEFAULT_CSS = """
@@ -44,9 +46,14 @@ class StatusBar(Guarded, Static):
     completion_tokens: reactive[int | None] = reactive(None)
     window: reactive[int | None] = reactive(None)
     conversation: reactive[int | None] = reactive(None)
+    #: wisp's own side calls of the last turn (the fact distiller, the assessment), in brief.
+    side_calls: reactive[str] = reactive("")
+    problem: reactive[str] = reactive("")
 
     def render(self) -> str:
         parts = [f"● {self.state}", self.model or "no model", self.endpoint]
+        if self.problem:
+            parts.insert(1, f"⚠ {self.problem}")
         prompt = self.prompt_tokens if self.prompt_tokens is not None else self.estimated_tokens
         if prompt is not None:
             tok = f"{'' if self.prompt_tokens is not None else '~'}{prompt:,}"
@@ -54,6 +61,8 @@ class StatusBar(Guarded, Static):
             if self.completion_tokens is not None:
                 tok += f", {self.completion_tokens:,} out"
             parts.append(tok)
+        if self.side_calls:
+            parts.append(self.side_calls)
         if self.conversation is not None:
             parts.append(f"#{self.conversation}")
         parts.append("F1 help")

@@ -6,12 +6,14 @@ from .servers import (
     FakeServer,
     fault,
     make_server,
+    pause,
     raw,
     reply,
     text,
     thinking,
     tool_call,
     tool_calls,
+    trickled,
 )
 
 __all__ = [
@@ -20,10 +22,12 @@ __all__ = [
     "FakeServer",
     "fault",
     "make_server",
+    "pause",
     "raw",
     "reply",
     "text",
     "thinking",
     "tool_call",
     "tool_calls",
+    "trickled",
 ]

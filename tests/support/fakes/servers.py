@@ -38,6 +38,8 @@ where a STEP is one of::
                                                        OpenAI: fragments of several calls,
                                                        interleaved, joined by index
     {"raw": "any line"}                                sent as is (SSE: after "data: ")
+    {"pause": 0.02}                                    sends nothing for that many seconds
+                                                       (a slow stream: see :func:`trickled`)
 
 A fault (mid-stream faults send their ``steps`` first)::
 
@@ -76,7 +78,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 DEFAULT_MODELS = ["wisp-fake:latest", "wisp-fake-2:latest"]
 OPENAI_DEFAULT_MODELS = ["wisp-fake", "wisp-fake-2"]
@@ -112,6 +114,19 @@ def tool_calls(*calls: dict, interleave: bool = True, fragment: int = 4) -> dict
 def raw(line: str) -> dict:
     """A line sent as is."""
     return {"raw": line}
+
+
+def pause(seconds: float) -> dict:
+    """A step that sends nothing for ``seconds`` (keep it small: a slow stream, not a wait)."""
+    return {"pause": seconds}
+
+
+def trickled(pieces: Iterable[str], every: float, **kw: Any) -> dict:
+    """A reply that sends each of ``pieces`` as a text chunk, ``every`` seconds apart."""
+    steps: list[dict] = []
+    for piece in pieces:
+        steps += [pause(every), text(piece)]
+    return reply(*steps, **kw)
 
 
 def reply(*steps: dict | str, finish: str = "stop", usage: tuple[int, int] | None = (10, 5)) -> dict:
@@ -271,7 +286,10 @@ class FakeServer:
     ``script``: the queue of script entries; ``models``: names listed by the
     model-list endpoint; ``check_model``: answer unknown models with the
     protocol's 404 (off by default, so any model name works); ``port``: 0 for
-    a free one; ``context_length``: what Ollama's ``/api/show`` reports (tokens).
+    a free one; ``context_length``: what Ollama's ``/api/show`` reports (tokens);
+    ``responder``: a function of the decoded chat request body returning a
+    script entry, used when the script is empty instead of the default
+    reply (a model that answers by rule: :mod:`tests.support.fakes.scripted`).
 
     ``requests`` records every request as ``{"method", "path", "body",
     "headers"}``; ``chat_bodies`` holds the decoded bodies of chat requests.
@@ -289,8 +307,10 @@ class FakeServer:
         port: int = 0,
         host: str = "127.0.0.1",
         context_length: int = 8192,
+        responder: Callable[[Any], dict] | None = None,
     ) -> None:
         self.script: collections.deque[dict] = collections.deque(script or [])
+        self.responder = responder
         self.models = list(models) if models is not None else list(self.default_models())
         self.check_model = check_model
         self.context_length = context_length
@@ -363,7 +383,7 @@ class FakeServer:
         """Take the next script entry for a chat request (503 entries stay until used up)."""
         with self._lock:
             if not self.script:
-                return self.default_reply(body)
+                return self.responder(body) if self.responder is not None else self.default_reply(body)
             entry = self.script[0]
             if entry.get("fault") == "unavailable":
                 if self._unavailable_served < int(entry.get("times", 1)):
@@ -415,6 +435,10 @@ class FakeServer:
             return
         self.begin_stream(h, body)
         for step in entry.get("steps", []):
+            if "pause" in step:
+                if self._stop.wait(float(step["pause"])):
+                    h.drop()
+                continue
             self.send_step(h, step, body)
         if kind is None:
             self.send_finish(h, entry, body)
