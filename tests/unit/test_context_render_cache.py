@@ -6,13 +6,16 @@ byte, as one composed with nothing kept."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import wisp.core.context.composer as composer_module
-from wisp.core.context.composer import build
+from wisp.core import events as ev
+from wisp.core.context.bookkeeping import ASSESS_TURNS
+from wisp.core.context.composer import NotLoaded, build
 from wisp.core.context.render_cache import RENDER_VERSION, flags_key, render_key
 from wisp.core.context.turns import ToolFlags
 from wisp.core.session import Session, SessionOptions
@@ -149,3 +152,65 @@ async def test_only_the_turns_the_summary_does_not_cover_are_read(
         entries_of.clear()
         await s.context.compose(conv)
         assert entries_of == [], "a second request read entries of ended turns again"
+
+
+async def test_fitting_sends_kept_recent_turns_as_references(
+        wisp_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first fitting step builds the request again with the recent turns' outputs as
+    references, from the same inputs: with every render kept (reopened from the store), the
+    turns go as references, not empty, and the request is the one composed with nothing kept."""
+    write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": "http://127.0.0.1:9",
+                             "model.name": "wisp-fake:latest", "model.context_window": 6000,
+                             "context.recent_turns": 3})
+    async with await Session.open(SessionOptions(workdir=tmp_path, tools=["read_file", "run_command"])) as s:
+        conv = await s.ensure_conversation()
+        await write_turns(s.store, conv, 5, output_lines=200)
+        assert (await s.context.compose(conv)).over_budget  # three whole 200-line outputs do not fit
+    counted = Counted(monkeypatch)
+    async with await Session.open(SessionOptions(workdir=tmp_path, resume=conv,
+                                                 tools=["read_file", "run_command"])) as s:
+        prepared = await s.context.prepare(conv, 6)
+        ctx = prepared.context
+        assert counted.calls == 0, "kept renders were rendered again"
+        assert not ctx.over_budget and ctx.recent_turns == 0
+        assert [(t.number, t.whole, bool(t.references)) for t in ctx.turns] == [(n, False, True) for n in range(1, 6)]
+        text = json.dumps(ctx.messages)
+        assert all(f"question {n}:" in text for n in range(1, 6)) and "test_199" not in text
+        assert any(isinstance(e, ev.Notice) and e.key == "fit" for e in prepared.events)
+        inputs = await s.context._inputs(conv)
+        fresh = await uncached(s, conv)
+        assert plain(build(replace(inputs, recent_turns=0))) == plain(
+            build(replace(await uncached_inputs(s, conv), recent_turns=0)))
+        assert fresh.over_budget
+
+
+async def uncached_inputs(s: Session, conv: int) -> Any:
+    """The next request's inputs read from the entries alone, with nothing kept or looked up."""
+    cache = s.context.composer.renders
+
+    async def nothing(*args: Any, **kwargs: Any) -> Any:
+        return {}
+
+    lookup, keep = cache.lookup, cache.keep
+    cache.lookup, cache.keep = nothing, nothing  # type: ignore[method-assign]
+    try:
+        return await s.context._inputs(conv)
+    finally:
+        cache.lookup, cache.keep = lookup, keep  # type: ignore[method-assign]
+
+
+async def test_the_assessment_reads_the_turns_it_assesses_though_their_renders_are_kept(
+        wisp_home: Path, tmp_path: Path) -> None:
+    """With context.assess on, the last ASSESS_TURNS ended turns' entries are read (the assessment
+    reads their prompts and replies), though their renders are kept; earlier turns are not read."""
+    write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": "http://127.0.0.1:9",
+                             "model.name": "wisp-fake:latest", "model.context_window": 1_000_000,
+                             "context.assess": True})
+    async with await Session.open(SessionOptions(workdir=tmp_path, tools=["run_command"])) as s:
+        conv = await s.ensure_conversation()
+        await write_turns(s.store, conv, 10, output_lines=5)
+        await s.context.compose(conv)  # every render kept
+        inputs = await s.context._inputs(conv)
+        read = {n: [e.kind for e in entries] for n, entries in inputs.ended if not isinstance(entries, NotLoaded)}
+        assert sorted(read) == list(range(11 - ASSESS_TURNS, 11))
+        assert all("prompt" in kinds and "reply" in kinds for kinds in read.values())
