@@ -31,8 +31,9 @@ from .turns import ToolFlags, render_turn
 
 __all__ = ["RENDER_VERSION", "TurnRender", "RenderCache", "flags_key", "render_key", "render"]
 
-#: The version of the rendered form; raise it when render_turn, the references or the messages change.
-RENDER_VERSION = 1
+#: The version of the rendered form; raise it when render_turn, the references, the messages or the
+#: token estimate (wisp.core.tokens) change. 2: the estimate counts by the text's kind (chars_per_token).
+RENDER_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,9 @@ class MemoryBinding:
     side_call: SideCall | None = None
     window: Callable[[], int | None] = field(default=lambda: None)
     config: Any = None
+    #: The room the last composed request left (tokens), kept by the context
+    #: (:class:`wisp.core.context.composer.Room`); ``None``: not known.
+    room: Any = None
 
     @property
     def context_window(self) -> int | None:
@@ -133,7 +136,7 @@ class Memory:
         from .limits import page_budget
 
         conv = int(ctx.conversation_id)  # type: ignore[arg-type]
-        budget = page_budget(b.context_window)
+        budget = page_budget(b.context_window, getattr(b.room, "left", None))
         if req.verb == "memories" or (req.verb == "recall" and req.target and req.target.kind == "episode"):
             return await self._episodic(b, req, event)
         if req.verb == "recall":
