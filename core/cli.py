@@ -275,7 +275,6 @@ def _check_tui_options(options: SessionOptions) -> None:
 
 async def _ask(args: argparse.Namespace) -> int:
     from . import events as ev
-    from .commands import is_command, run_command
     from .session import Session
 
     if args.prompt == "-":  # bytes that are not UTF-8 become replacement characters, not a crash
@@ -288,8 +287,11 @@ async def _ask(args: argparse.Namespace) -> int:
     async with await Session.open(session_options(args, "ask")) as session:
         for problem in session.startup_problems:
             print(f"wisp: {problem}", file=sys.stderr)
-        if is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
-            return _print_command(await run_command(session, prompt), args.json)
+        if prompt.lstrip().startswith("/"):  # the commands load only for a prompt that may be one (issue 12)
+            from .commands import is_command, run_command
+
+            if is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
+                return _print_command(await run_command(session, prompt), args.json)
         if not await session.connect():
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))
