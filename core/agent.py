@@ -199,20 +199,28 @@ class Agent:
 
     # --- the loop -----------------------------------------------------------
 
-    async def run_turn(self, conversation: int, prompt: str) -> AsyncIterator[ev.AgentEvent]:
+    async def run_turn(self, conversation: int, prompt: str,
+                       supersedes: int | None = None) -> AsyncIterator[ev.AgentEvent]:
         """Run one turn for ``prompt``; yields :mod:`wisp.core.events` in order,
         ending with :class:`~wisp.core.events.TurnEnded`. Never raises an
         endpoint error; re-raises ``CancelledError`` after recording the stop.
         A conversation another live process is running a turn of gives one
         ``Error`` of kind ``busy`` and nothing else (the claim is atomic:
-        :meth:`wisp.core.store.Store.begin_turn`)."""
+        :meth:`wisp.core.store.Store.begin_turn`). With ``supersedes`` (a
+        turn number: ``/retry``, ``/edit``), the new turn takes that one's
+        place in the same claim, before the request is composed, so the
+        request holds only the current versions (issue 16); the old turn
+        stays in the record."""
         try:
-            turn = await self.store.begin_turn(conversation)
+            turn = await self.store.begin_turn(conversation, supersedes=supersedes)
         except ConversationBusy as exc:
             yield ev.Error("busy", str(exc))
             return
+        if supersedes is not None:
+            self._audit_event("turn.superseded", {"turn": supersedes, "by": turn.number}, conversation, turn.number)
         entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
-        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt)
+        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt,
+                             supersedes=supersedes)
 
         state = "done"
         step = _Step()

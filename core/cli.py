@@ -2,7 +2,8 @@
 
 ``wisp`` alone opens the TUI (through the ``run_tui`` callback that
 :mod:`wisp.tui.launch` passes in, so core never imports Textual).
-``wisp ask``, ``wisp conversations`` and ``wisp config`` run here.
+``wisp ask``, ``wisp conversations`` (list, ``search``, ``rm``), ``wisp
+export``, ``wisp import`` and ``wisp config`` run here.
 
 Exit codes (issue "wisp runs end to end", "Headless"): 0 done; 2 bad usage
 (including a bad config); 3 endpoint error, with one line on stderr and no
@@ -24,7 +25,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from dataclasses import asdict, is_dataclass
 
@@ -32,8 +33,14 @@ from . import __version__
 from .config import Config, ConfigError
 from .context.cli import add_inspect_parser
 from .episodes.cli import add_memory_parser
+from .paths import config_path
 from .session_options import SessionError, SessionOptions, unknown_conversation
 from .text import TerminalText
+
+if TYPE_CHECKING:
+    from .audit import AuditLog
+    from .command_base import CommandResult
+    from .session import Session
 
 # Only what parsing the command line needs is imported here: the TUI's first frame waits for this
 # module, so each command imports the rest of the core when it runs (issue 12, "Paint first, then open").
@@ -80,7 +87,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     holds neither their name nor ``-h``/``--help``) are stubs, so that
     parsing loads none of their modules."""
     p = _Parser(prog="wisp", description="A terminal chat client for local language models "
-                "that shows you everything the model is given.")
+                "that shows you everything the model is given.",
+                epilog=f"Settings: {config_path()} (WISP_HOME moves it; `wisp config list` shows them).")
     p.add_argument("--version", action="version", version=f"wisp {__version__}")
     _session_flags(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -88,11 +96,34 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="run one turn and stream the reply to stdout")
     ask.add_argument("prompt", help="the prompt; - reads it from stdin")
     ask.add_argument("--json", action="store_true", help="print one JSON event a line")
+    ask.add_argument("--model", metavar="NAME", help="use model NAME for this turn (the endpoint must list it)")
     _session_flags(ask)
 
-    conv = sub.add_parser("conversations", help="list stored conversations")
+    conv = sub.add_parser("conversations", help="list, search or delete stored conversations")
     conv.add_argument("--json", action="store_true")
     conv.add_argument("--limit", type=int, default=50)
+    conv_sub = conv.add_subparsers(dest="conversations_command", metavar="search|rm", parser_class=_Parser)
+    srch = conv_sub.add_parser("search", help="find TEXT in every conversation's prompts and replies")
+    srch.add_argument("text", nargs="+", help="the words to find (all of them, as word beginnings)")
+    srch.add_argument("--json", action="store_true")
+    srch.add_argument("--limit", type=int, default=50)
+    rm = conv_sub.add_parser("rm", help="delete a conversation (says what goes with it)")
+    rm.add_argument("id", type=int, metavar="ID")
+    rm.add_argument("--yes", action="store_true", help="delete it; without --yes, only say what would go")
+    rm.add_argument("--purge-audit", action="store_true", help="also blank its events in the audit log")
+    rm.add_argument("--json", action="store_true")
+
+    exp = sub.add_parser("export", help="write a conversation as Markdown or JSON")
+    exp.add_argument("id", type=int, metavar="ID")
+    exp.add_argument("--format", choices=("md", "json"), default="md",
+                     help="md: for people (thinking and tools folded); json: every entry, fact and summary version")
+    exp.add_argument("-o", "--output", type=Path, metavar="FILE", help="the file (default: stdout)")
+
+    imp = sub.add_parser("import", help="restore a JSON export as a new conversation")
+    imp.add_argument("file", type=Path, metavar="FILE", help="a file written by `wisp export ID --format json`")
+    imp.add_argument("--json", action="store_true")
+    imp.add_argument("--workdir", type=Path, metavar="DIR",
+                     help="the new conversation's working directory (default: the export's)")
 
     cfg = sub.add_parser("config", help="show or change settings in ~/.wisp/config.json")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="list|get|set|unset", parser_class=_Parser)
@@ -119,7 +150,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _session_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--continue", dest="continue_last", action="store_true",
-                   default=argparse.SUPPRESS, help="reopen the last conversation")
+                   default=argparse.SUPPRESS, help="reopen the newest conversation of this directory")
+    p.add_argument("--all", dest="continue_all", action="store_true", default=argparse.SUPPRESS,
+                   help="with --continue: the newest conversation anywhere")
+    p.add_argument("--fork", metavar="ID[:TURN]", default=argparse.SUPPRESS,
+                   help="start a new conversation holding conversation ID's turns (up to TURN)")
+    p.add_argument("--profile", metavar="NAME", default=argparse.SUPPRESS,
+                   help="use the endpoint settings of config profile NAME")
     p.add_argument("--resume", type=int, metavar="ID", default=argparse.SUPPRESS,
                    help="reopen conversation ID")
     p.add_argument("--tool", action="append", metavar="NAME", dest="tools", default=argparse.SUPPRESS,
@@ -133,9 +170,12 @@ def session_options(args: argparse.Namespace, transport: str) -> SessionOptions:
     return SessionOptions(
         workdir=(getattr(args, "workdir", None) or Path.cwd()),
         continue_last=getattr(args, "continue_last", False),
+        continue_all=getattr(args, "continue_all", False),
         resume=getattr(args, "resume", None),
         tools=getattr(args, "tools", None),
         transport=transport,
+        model=getattr(args, "model", None),
+        profile=getattr(args, "profile", None),
     )
 
 
@@ -160,17 +200,23 @@ def main(argv: Sequence[str] | None = None,
 def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | None) -> int:
     try:
         _check_flags(args)
+        if getattr(args, "fork", None) is not None:
+            asyncio.run(_fork(args))  # --fork ID[:TURN]: then this run resumes the new conversation
         if args.command is None:
             if run_tui is None:
                 raise UsageError("the TUI is not available here; use `wisp ask`")
             options = session_options(args, "tui")
-            # a malformed config, an unknown conversation or tool stops here, before the screen opens
+            # a malformed config, an unknown conversation, profile or tool stops here, before the screen opens
             _check_tui_options(options)
             return run_tui(options)
         if args.command == "ask":
             return asyncio.run(_ask(args))
         if args.command == "conversations":
             return asyncio.run(_conversations(args))
+        if args.command == "export":
+            return asyncio.run(_export(args))
+        if args.command == "import":
+            return asyncio.run(_import(args))
         if args.command == "config":
             return _config(args)
         if args.command == "memory":
@@ -189,7 +235,7 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             from .eval.cli import run_eval_command
 
             return run_eval_command(args)
-    except (ConfigError, UsageError, SessionError) as exc:
+    except _usage_errors() as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -209,6 +255,15 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
               "traceback, and please report it)", file=sys.stderr)
         return 1
     return EXIT_OK
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean bad usage (exit 2): a bad config, bad usage, a
+    session that cannot open, and an export, import, fork or delete that
+    cannot be done (:class:`wisp.core.conversations.ArchiveError`, counted
+    once its module is loaded: only the commands that load it can raise it)."""
+    archive = sys.modules.get(f"{__package__}.conversations")
+    return (ConfigError, UsageError, SessionError) + ((archive.ArchiveError,) if archive is not None else ())
 
 
 def _mcp_opener(args: argparse.Namespace) -> Callable[[int | None, bool], Any]:
@@ -240,6 +295,11 @@ def _check_flags(args: argparse.Namespace) -> None:
     """Usage errors argparse cannot see: --continue with --resume, a missing --workdir."""
     if getattr(args, "continue_last", False) and getattr(args, "resume", None) is not None:
         raise UsageError("use --continue or --resume ID, not both")
+    if getattr(args, "fork", None) is not None and (getattr(args, "continue_last", False)
+                                                   or getattr(args, "resume", None) is not None):
+        raise UsageError("--fork starts a new conversation: use it without --continue or --resume")
+    if getattr(args, "continue_all", False) and not getattr(args, "continue_last", False):
+        raise UsageError("--all goes with --continue (the newest conversation anywhere)")
     workdir = getattr(args, "workdir", None)
     if workdir is not None and not Path(workdir).is_dir():
         raise UsageError(f"--workdir {workdir} is not a directory")
@@ -250,12 +310,15 @@ def _check_tui_options(options: SessionOptions) -> None:
     without opening a session (issue 12, "Paint first, then open"): a bad
     config (:class:`ConfigError`), ``--resume`` of a conversation that is not
     stored, an unknown ``--tool`` or a bad ``tools:`` line in the working
-    directory's AGENTS.md (:class:`SessionError`). A resumed conversation's
-    own directory and tools are settled when the session opens, in the TUI."""
+    directory's AGENTS.md (:class:`SessionError`), an unknown ``--profile``
+    (:class:`ConfigError`). A resumed conversation's own directory and tools
+    are settled when the session opens, in the TUI."""
     from .agents_md import load_agents_md
     from .toolset import choose_tools
 
     config = Config.load()
+    if options.profile:
+        config.use_profile(options.profile)  # ConfigError names the profiles there are
     if options.resume is not None:
         from .store import conversation_exists
 
@@ -274,24 +337,32 @@ def _check_tui_options(options: SessionOptions) -> None:
 
 
 async def _ask(args: argparse.Namespace) -> int:
-    from . import events as ev
-    from .session import Session
-
     if args.prompt == "-":  # bytes that are not UTF-8 become replacement characters, not a crash
         prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     else:
         prompt = args.prompt.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    from . import events as ev
+    from .session import Session
+
     out = sys.stdout
     async with await Session.open(session_options(args, "ask")) as session:
         for problem in session.startup_problems:
             print(f"wisp: {problem}", file=sys.stderr)
-        if prompt.lstrip().startswith("/"):  # the commands load only for a prompt that may be one (issue 12)
-            from .commands import is_command, run_command
-
-            if is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
-                return _print_command(await run_command(session, prompt), args.json)
+        for note in session.startup_notes:
+            print(f"wisp: {note}", file=sys.stderr)
+        supersedes = None
+        # the commands load only for a prompt that may be one (issue 12, "wisp ask one turn")
+        is_command = prompt.lstrip().startswith("/") and _commands().is_command
+        if is_command and is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
+            if prompt.split()[0].lower() == "/model":  # it lists or checks the endpoint's models
+                await session.connect()
+            result = await _commands().run_command(session, prompt)
+            if result.action != "retry" or result.error:
+                return _print_command(result, args.json)
+            print(f"wisp: {result.text}", file=sys.stderr)  # /retry: ask the last prompt again, headless
+            prompt, supersedes = result.data["prompt"], result.data["turn"]
         if not await session.connect():
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))
@@ -302,7 +373,7 @@ async def _ask(args: argparse.Namespace) -> int:
         code = EXIT_OK
         wrote_text = False
         shown_keys: set[str] = set()
-        async for item in session.run_turn(prompt):
+        async for item in session.run_turn(prompt, supersedes=supersedes):
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(item), ensure_ascii=False) + "\n")
                 out.flush()
@@ -327,9 +398,9 @@ async def _ask(args: argparse.Namespace) -> int:
                 print(f"wisp: MCP server {item.server} failed: {item.message}", file=sys.stderr)
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
-                command = str(item.meta.get("command", ""))
                 from .tools.shell import NotSimple, simple_words
 
+                command = str(item.meta.get("command", ""))
                 try:
                     simple_words(command)
                     how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
@@ -355,7 +426,7 @@ async def _ask(args: argparse.Namespace) -> int:
         return code
 
 
-def _print_command(result: CommandResult, as_json: bool) -> int:
+def _print_command(result: "CommandResult", as_json: bool) -> int:
     """Print a slash command's result for ``wisp ask "/fact …"``: its Markdown
     text, or with ``--json`` one ``{"event": "command", …}`` line holding its
     data. Exit 2 when the command failed (bad usage), else 0."""
@@ -377,7 +448,90 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _commands() -> Any:
+    """:mod:`wisp.core.commands`, loaded on first use (it loads every command's feature module)."""
+    from . import commands
+
+    return commands
+
+
+def _audit(config: Config) -> "AuditLog":
+    from .audit import AuditLog
+
+    return AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
+                    max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+
+
+async def _fork(args: argparse.Namespace) -> None:
+    """``--fork ID[:TURN]``: make the fork, say so, and resume it in this run."""
+    from .conversations import fork, parse_fork
+    from .database import open_store
+
+    source, turn = parse_fork(args.fork)
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            new = await fork(store, audit, source, turn)
+    at = f" up to turn {turn}" if turn is not None else ""
+    print(f"wisp: forked conversation {source}{at} as conversation {new}", file=sys.stderr)
+    args.resume = new
+
+
+async def _export(args: argparse.Namespace) -> int:
+    """``wisp export ID --format md|json [-o FILE]``."""
+    from .conversations import gather, to_json, to_markdown
+    from .database import open_store
+    from .paths import atomic_write_private
+
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            data = await gather(store, audit, args.id)
+    text = to_json(data) if args.format == "json" else to_markdown(data)
+    if args.output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EXIT_OK
+    atomic_write_private(args.output, text.encode("utf-8"))
+    print(f"wisp: wrote conversation {args.id} ({len(data['turns'])} turns) to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _import(args: argparse.Namespace) -> int:
+    """``wisp import FILE``: a JSON export restored as a new conversation."""
+    from .conversations import load_export, restore
+    from .database import open_store
+
+    try:
+        raw = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    data = load_export(raw.decode("utf-8", errors="replace"))
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            workdir = str(Path(args.workdir).resolve()) if args.workdir is not None else None
+            new = await restore(store, audit, data, workdir=workdir,
+                                origin={"file": str(Path(args.file).resolve()),
+                                        "conversation": data["conversation"].get("id")})
+    summary = {"conversation": new, "from": data["conversation"].get("id"), "turns": len(data["turns"]),
+               "entries": len(data["entries"]), "facts": len(data.get("facts") or []),
+               "summaries": len(data.get("summaries") or [])}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"Imported as conversation {new}: {summary['turns']} turns, {summary['entries']} entries, "
+              f"{summary['facts']} fact versions, {summary['summaries']} summary versions. "
+              f"`wisp --resume {new}` opens it.")
+    return EXIT_OK
+
+
 async def _conversations(args: argparse.Namespace) -> int:
+    sub = getattr(args, "conversations_command", None)
+    if sub == "search":
+        return await _search(args)
+    if sub == "rm":
+        return await _rm(args)
     from .database import open_store
 
     config = Config.load()
@@ -398,6 +552,54 @@ async def _conversations(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _search(args: argparse.Namespace) -> int:
+    """``wisp conversations search TEXT [--json]``: hits with their
+    conversation, turn, date and a snippet, newest first (SQLite FTS5)."""
+    from .database import open_store
+
+    text = " ".join(args.text)
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        hits = await store.search(text, limit=args.limit)
+    if args.json:
+        print(json.dumps({"query": text, "total": len(hits), "hits": [h.to_dict() for h in hits]},
+                         ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not hits:
+        print(f"Nothing holds {text!r}.")
+        return EXIT_OK
+    for h in hits:
+        where = f"#{h.conversation_id} turn {h.turn}" if h.turn is not None else f"#{h.conversation_id}"
+        old = " (earlier version)" if not h.current else ""
+        title = f"  {h.title}" if h.title else ""
+        print(f"{where:<16} {h.created_at[:16].replace('T', ' ')}  {h.kind}{old}{title}\n    {h.snippet}")
+    return EXIT_OK
+
+
+async def _rm(args: argparse.Namespace) -> int:
+    """``wisp conversations rm ID --yes [--purge-audit]``: without --yes,
+    only says what would go (exit 2)."""
+    from .conversations import describe, remove
+    from .database import open_store
+
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            if not args.yes:
+                report = await describe(store, audit, args.id)
+                print(f"wisp: conversation {args.id} has {report.turns} turns, {report.entries} entries, "
+                      f"{report.facts} fact versions and {report.summaries} summary versions; "
+                      f"add --yes to delete them (the audit log keeps its {report.audit_kept} events unless "
+                      "--purge-audit)", file=sys.stderr)
+                return EXIT_USAGE
+            report = await remove(store, audit, args.id, purge_audit=args.purge_audit)
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print(report.text())
+    return EXIT_OK
+
+
 def _conv_dict(row: Any) -> dict[str, Any]:
     return asdict(row) if is_dataclass(row) else dict(row)
 
@@ -414,7 +616,8 @@ async def _inspect(args: argparse.Namespace) -> int:
     from .context.inspect import inspect_context
     from .session import Session
 
-    options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None, transport="ask")
+    options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None,
+                             continue_all=bool(getattr(args, "all", False)), transport="ask")
     try:
         session = await Session.open(options)
     except SessionError as exc:
@@ -422,9 +625,13 @@ async def _inspect(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     async with session:
         if session.conversation_id is None:
-            print("wisp: error: no conversation is stored yet; start one with `wisp` or `wisp ask`",
+            where = "" if getattr(args, "all", False) else f" in {session.workdir} (--all: anywhere)"
+            print(f"wisp: error: no conversation is stored yet{where}; start one with `wisp` or `wisp ask`",
                   file=sys.stderr)
             return EXIT_USAGE
+        if args.conversation is None:
+            for note in session.startup_notes:
+                print(f"wisp: {note}", file=sys.stderr)
         report = await inspect_context(session.context, session.conversation_id)
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))

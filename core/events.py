@@ -14,12 +14,15 @@ from typing import Any, Union
 
 @dataclass(frozen=True)
 class TurnStarted:
-    """The prompt was recorded (store and audit) as entry ``entry`` of turn ``turn``."""
+    """The prompt was recorded (store and audit) as entry ``entry`` of turn
+    ``turn``. ``supersedes`` is the number of the turn this one asks again
+    in place of (``/retry``, ``/edit``: issue 16), or ``None``."""
 
     conversation: int
     turn: int
     entry: int
     prompt: str
+    supersedes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,18 @@ class SessionOptions:
     :class:`~wisp.core.sidecall.SideCall` for wisp's own requests (``None``:
     the session's model, through its link; a test hands in a scripted one),
     and ``extra_tools`` are tools an embedding program gives beside the
-    named ones (made already; they join the registry after them)."""
+    named ones (made already; they join the registry after them).
+    ``continue_last`` takes the newest conversation of ``workdir``, or with
+    ``continue_all`` the newest anywhere (issue 16, "The conversation of
+    this directory"); ``model`` is a model for this session only (``wisp ask
+    --model``), ``profile`` a profile of config ``profiles`` to use
+    (``--profile``)."""
 
     workdir: Path = field(default_factory=Path.cwd)
     continue_last: bool = False
+    continue_all: bool = False
+    model: str | None = None
+    profile: str | None = None
     resume: int | None = None
     tools: list[str] | None = None
     transport: str = "tui"

@@ -31,7 +31,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.worker import Worker, WorkerState
 
-from wisp.themes import STYLESHEET, WISP_THEME
+from wisp.themes import STYLESHEET
+
+from .conversation_actions import ConversationActions
 
 from .guard import Guarded
 from .widgets.chat_pane import ChatPane
@@ -58,7 +60,7 @@ FIRST_PAGE_TURNS = 20
 YIELD_EVERY_S = 1 / 60
 
 
-class WispApp(Guarded, App[int]):
+class WispApp(ConversationActions, Guarded, App[int]):
     """wisp's TUI. ``options`` say which conversation to open and which tools
     to give; ``config`` defaults to the one in ``WISP_HOME``; ``connect``
     false leaves the endpoint alone until the first prompt."""
@@ -79,6 +81,10 @@ class WispApp(Guarded, App[int]):
         Binding("f3", "toggle_panel('task')", "Task", show=False),
         Binding("f4", "toggle_panel('summary')", "Summary", show=False),
         Binding("f5", "inspect_context", "Inspect context", show=False),
+        # issue 16 (tui/conversation_actions.py)
+        Binding("ctrl+r", "history_search", "Search earlier prompts", show=False, priority=True),
+        Binding("ctrl+y", "copy_reply", "Copy the last reply", show=False, priority=True),  # over TextArea's redo
+        Binding("ctrl+t", "cycle_theme", "Next theme", show=False, priority=True),
     ]
 
     def __init__(self, options: "SessionOptions | None" = None, config: "Config | None" = None,
@@ -93,17 +99,19 @@ class WispApp(Guarded, App[int]):
             self.options.ask = self.ask_approval
         self._config = config
         self._connect = connect
-        # the theme before the first frame, so the stylesheet is built once, in wisp's colours
-        self.register_theme(WISP_THEME)
-        self.theme = _theme_name(config, set(self.available_themes))
         self.session: "Session | None" = None
+        # wisp's dark and light themes, config ui.theme (issue 16), before the first frame, so the
+        # stylesheet is built once, in wisp's colours
+        self.setup_themes()
         self._store: Any = None  # the store, from the moment it opens (before the session is built)
         self.turn_worker: Worker[Any] | None = None
+        self._first_shown: int | None = None
         self._last_turn_shown = 0
         self._session_closing = False
         self.ready = asyncio.Event()
         # the main screen's widgets, kept so that they are found while a modal screen is up
         self._chat = ChatPane(id="chat")
+        self._chat.turns_drawn = self.mount_version_bars  # a bar under each stored turn with versions (issue 16)
         self._sidebar = ContextSidebar(id="context-sidebar")
         self._prompt = PromptInput(id="prompt")
         self._status = StatusBar(id="status")
@@ -160,6 +168,8 @@ class WispApp(Guarded, App[int]):
             agents = opening.plan.agents_md
             for problem in (agents.problems if agents is not None else []):
                 await self.chat.add(Notice(problem, "warning"))
+            if opening.plan.note:  # which conversation --continue took (issue 16)
+                await self.chat.add(Notice(opening.plan.note))
             if conversation is not None:
                 from wisp.core.transcript import prompt_history
 
@@ -172,6 +182,11 @@ class WispApp(Guarded, App[int]):
                 await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
                 self.status.state = "error"
                 return
+            s = self.session
+            self.apply_theme()
+            for problem in s.mcp.problems:  # AGENTS.md's were shown with the conversation
+                await self.chat.add(Notice(problem, "warning"))
+            await self.show_start(notes=False)  # the welcome, the profile (issue 16); the note is shown
             from wisp.core.episodes.refine import REFINE_INTERVAL_S
 
             # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
@@ -208,6 +223,7 @@ class WispApp(Guarded, App[int]):
         self.status.endpoint = self.session.endpoint_label
         self.status.model = self.session.model_name
         self.status.window = self.session.context_window
+        self.update_welcome()
         self.status.state = "ready" if ok else "no endpoint"
         return ok
 
@@ -223,10 +239,14 @@ class WispApp(Guarded, App[int]):
             self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number) if page.turns else 0
             kept = await self.chat.show_last_turns(page.turns)
             self.chat.anchor()
+            if page.turns:
+                self._first_shown = page.turns[0].number
         else:
             page = await load_page(store, conversation_id, PAGE_TURNS, before)
             kept = 0
             await self.chat.show_turns(page.turns, above=True)
+            if page.turns:
+                self._first_shown = page.turns[0].number
         await self.chat.note_earlier(page.earlier + kept)
 
     async def on_chat_pane_load_earlier(self, message: ChatPane.LoadEarlier) -> None:
@@ -235,8 +255,8 @@ class WispApp(Guarded, App[int]):
         if self._store is None or not conversation:
             return
         if not await self.chat.show_kept_turns(PAGE_TURNS):  # the rest of the first page, loaded already
-            first = self.chat.first_turn_shown
-            if first is not None and first > 1:
+            first = self.chat.first_turn_shown or self._first_shown  # none shown: after /clear
+            if first is not None and self.chat.earlier:
                 await self.show_page(conversation, before=first)
         self.chat.loaded()
 
@@ -253,7 +273,7 @@ class WispApp(Guarded, App[int]):
         await self.chat.show_turns(page.turns)
         self.chat.loaded()
 
-    async def show_start(self) -> None:
+    async def show_first_turns(self) -> None:
         """Ctrl+Home: the conversation's first turns (the window jumps there)."""
         from wisp.core.transcript import load_after
 
@@ -263,7 +283,25 @@ class WispApp(Guarded, App[int]):
         page = await load_after(self._store, conversation, 0, PAGE_TURNS)
         await self.chat.show_window(page.turns, earlier=0, later=page.later)
 
-    async def show_end(self) -> None:
+    async def show_turns_around(self, turn: int) -> bool:
+        """Show stored turn ``turn`` (and the turns after it, a page): the
+        window jumps there unless it is shown already (``/search``'s jump).
+        False when there is no such current turn."""
+        from wisp.core.transcript import load_after
+
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation:
+            return False
+        if list(self.chat.log_column.query(f".turn-{turn}")):
+            return True
+        page = await load_after(self._store, conversation, turn - 1, PAGE_TURNS)
+        if not page.turns or page.turns[0].number != turn:
+            return False
+        self.chat.release_anchor()
+        await self.chat.show_window(page.turns, earlier=page.earlier, later=page.later)
+        return True
+
+    async def show_last_turns(self) -> None:
         """Ctrl+End, or a prompt sent while the window stops short of the end: the last turns again."""
         conversation = self._conversation_shown()
         if self._store is None or not conversation or not self.chat.later or self.chat.streaming:
@@ -278,7 +316,7 @@ class WispApp(Guarded, App[int]):
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         text = message.text
         if self.chat.later:  # the window of stored turns stops short of the end: show the end again
-            await self.show_end()
+            await self.show_last_turns()
         self.chat.anchor()  # the person sent something: follow the end again
         if self.session is None:
             await self.chat.add(Notice("wisp is still starting; try again in a moment.", "warning"))
@@ -291,6 +329,9 @@ class WispApp(Guarded, App[int]):
 
             result = await run_command(self.session, text)
             self.refresh_context()  # /fact, /task … change what the panels show
+            self.after_command(text, result)
+            if await self.handle_action(result, text):  # /retry, /copy, /model … (issue 16)
+                return
             view = view_for(result)  # /inspect context, /show: a view, not chat text
             if view is not None:
                 await self.push_screen(view)
@@ -303,24 +344,28 @@ class WispApp(Guarded, App[int]):
                 await self.connect()  # /config set model.…: use the new endpoint or model now
             return
         if self.turn_worker is not None and self.turn_worker.is_running:
+            self.prompt_input.load_text(text)  # the typed prompt stays (issue 16)
             await self.chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
             return
-        self.turn_worker = self.run_turn(text)
+        self.turn_worker = self.run_turn(text, supersedes=self.take_edit())
 
     @work(exclusive=True, group="turn", exit_on_error=False)
-    async def run_turn(self, text: str) -> None:
+    async def run_turn(self, text: str, supersedes: int | None = None) -> None:
         """Run one turn and draw its events as they come; Esc (cancelling
-        this worker) ends it as stopped."""
+        this worker) ends it as stopped. ``supersedes``: the turn it asks
+        again in place of (``/retry``, ``/edit``)."""
         from wisp.core import events as ev
 
         assert self.session is not None
         s = self.session
+        await self.dismiss_welcome()  # the first prompt: the welcome goes (issue 16)
         if s.endpoint is None and not await self.connect():
             await self.chat.add(UserMessage(text))
             await self.chat.add(Notice("Not sent: no model endpoint answers (see above). "
                                        "Press Up to get the prompt back.", "error"))
             return
         await self.show_turns_from_elsewhere()
+        await self.before_turn_shown(supersedes)
         self.status.state = "streaming"
         final_state = "error"
         turn = 0
@@ -331,7 +376,8 @@ class WispApp(Guarded, App[int]):
         since = clock()
         text_delta, thinking_delta = ev.TextDelta, ev.ThinkingDelta
         try:
-            async for item in s.run_turn(text):
+            turns = s.run_turn(text) if supersedes is None else s.run_turn(text, supersedes=supersedes)
+            async for item in turns:
                 kind = type(item)
                 if kind is text_delta or kind is thinking_delta:
                     try:
@@ -355,6 +401,7 @@ class WispApp(Guarded, App[int]):
         finally:
             self.status.state = "error" if final_state == "error" else "ready"
             self.refresh_context()
+        await self.after_turn_shown(turn, supersedes)
 
     async def show_agent_event(self, item: ev.AgentEvent) -> None:
         """Draw one event of the live turn: in the chat, the status bar and
@@ -510,11 +557,11 @@ class WispApp(Guarded, App[int]):
         chat = self.chat
         if where == "home" and chat.earlier and not chat.streaming:
             chat.release_anchor()  # going to the start: stop following the end
-            await self.show_start()
+            await self.show_first_turns()
             chat.call_after_refresh(chat.scroll_home, animate=False, immediate=True)
             return
         if where == "end" and chat.later and not chat.streaming:
-            await self.show_end()
+            await self.show_last_turns()
             chat.anchor()
         {"page_up": chat.scroll_page_up, "page_down": chat.scroll_page_down,
          "home": chat.scroll_home, "end": chat.scroll_end}[where](animate=False)
@@ -547,9 +594,12 @@ class WispApp(Guarded, App[int]):
         self.push_screen(HelpScreen())
 
     def action_stop(self) -> None:
-        """Esc: stop the streaming reply (the turn is recorded as stopped)."""
+        """Esc: stop the streaming reply (the turn is recorded as stopped);
+        with nothing streaming and the input empty, leave /edit."""
         if self.turn_worker is not None and self.turn_worker.is_running:
             self.turn_worker.cancel()
+        else:
+            self.cancel_edit()
 
     async def action_quit(self) -> None:
         await self.close_session()
@@ -576,13 +626,3 @@ class WispApp(Guarded, App[int]):
     async def on_unmount(self) -> None:
         await self.close_session()
 
-
-def _theme_name(config: "Config | None", available: set[str]) -> str:
-    """The theme from config ``ui.theme`` when Textual knows it, else wisp's."""
-    try:
-        from wisp.core.config import Config
-
-        name = (config or Config.load()).get("ui.theme")
-    except Exception:
-        return "wisp"
-    return name if name in available else "wisp"

@@ -51,11 +51,19 @@ class TurnRenderer:
 
     def __init__(self, place: Callable[[Widget], Awaitable[None]], last: Callable[[], Widget | None],
                  *, live: bool = False) -> None:
-        self._place = place
+        self._place_widget = place
         self._last = last
         self.live = live
         self.reply: AssistantMessage | None = None
         self.blocks: dict[str, ToolBlock] = {}
+        #: The number of the turn being drawn; its widgets get the class ``turn-N``,
+        #: so a view finds them (issue 16: a reply's versions, /search's jump).
+        self.turn: int | None = None
+
+    async def _place(self, widget: Widget) -> None:
+        if self.turn is not None:
+            widget.add_class(f"turn-{self.turn}")
+        await self._place_widget(widget)
 
     async def show(self, event: ev.AgentEvent) -> None:
         """Draw one event of a turn (live or stored alike)."""
@@ -64,6 +72,7 @@ class TurnRenderer:
             return
         if isinstance(event, ev.TurnStarted):
             self._new_turn()
+            self.turn = event.turn
             await self._place(UserMessage(event.prompt, entry=event.entry))
         elif isinstance(event, ev.ThinkingDelta):
             await (await self._reply()).add_thinking(event.text)

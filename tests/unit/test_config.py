@@ -145,7 +145,7 @@ EXPECTED_DEFAULTS = {
     "memory.timezone": None,
     "memory.workspace": None,
     "memory.serve_allow_non_loopback": False,
-    "ui.theme": "wisp",
+    "ui.theme": "auto",
 }
 
 
@@ -580,6 +580,9 @@ def _values(spec):
         return _ENV
     if spec.key == "model.gguf":  # an existing file, when typed
         return st.just(__file__)
+    if spec.key == "ui.theme":  # a name wisp or Textual knows, when typed (issue 16, "Themes")
+        from wisp.core.config import theme_names
+        return st.sampled_from(theme_names())
     if spec.key == "memory.timezone":  # checked against the tz database (issue "Episodic memory")
         return st.sampled_from(["Europe/London", "America/New_York", "Asia/Tokyo", "UTC"])
     return _TEXT

@@ -5,7 +5,9 @@ The conversation: :class:`ChatPane` draws the agent's events as
 :class:`ToolBlock` and :class:`ReplyText`), :class:`Notice` and
 :class:`CommandOutput`. Around
 it: :class:`PromptInput`, :class:`StatusBar`, and :class:`ContextSidebar`
-with its :class:`FactsPanel`, :class:`TaskPanel` and :class:`SummaryPanel`.
+with its :class:`FactsPanel`, :class:`TaskPanel` and :class:`SummaryPanel`;
+:class:`Welcome` in an empty chat and :class:`VersionBar` under a reply
+that has versions (issue 16).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ _WHERE = {
     "ToolBlock": "tool_block",
     "TurnRenderer": "..turn_renderer",
     "UserMessage": "user_message",
+    "VersionBar": "version_bar",
+    "Welcome": "welcome",
     "source_mark": "context_panel",
 }
 
@@ -62,5 +66,7 @@ __all__ = [
     "ToolBlock",
     "TurnRenderer",
     "UserMessage",
+    "VersionBar",
+    "Welcome",
     "source_mark",
 ]

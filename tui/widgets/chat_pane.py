@@ -24,7 +24,7 @@ would put it.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -140,6 +140,9 @@ class ChatPane(Guarded, VerticalScroll):
         self._generation = 0  # counts the times the window was replaced
         #: The live turn being drawn: its number and its widgets (in the window too), or ``None``.
         self._live_turn: tuple[int, list[Widget]] | None = None
+        #: Called with the stored turns (:class:`~wisp.core.transcript.TurnView`) once they are
+        #: mounted (the app puts a bar under each turn that has versions, issue 16).
+        self.turns_drawn: Callable[[list[Any]], Awaitable[None]] | None = None
 
     def compose(self) -> ComposeResult:
         yield self.log_column
@@ -222,6 +225,7 @@ class ChatPane(Guarded, VerticalScroll):
         first stored turn shown (earlier turns; the view stays where it
         was, and the newest turns of the window are unmounted beyond
         :data:`MAX_TURNS_MOUNTED`); else below the last stored turn shown."""
+        turns = list(turns)
         drawn = [d for d in await self._draw(turns) if d[1]]
         if not drawn:
             return
@@ -241,7 +245,7 @@ class ChatPane(Guarded, VerticalScroll):
             if len(self._window) > MAX_TURNS_MOUNTED:
                 gone = self._window[MAX_TURNS_MOUNTED:]
                 del self._window[MAX_TURNS_MOUNTED:]
-                await column.remove_children([w for _, ws in gone for w in ws])
+                await column.remove_children(self._widgets_of(gone))
                 await self.note_later(self.later + len(gone))
         elif self.later_button is not None:  # the window stops short of the end: just below it
             await column.mount_all(widgets, before=self.later_button)
@@ -253,8 +257,27 @@ class ChatPane(Guarded, VerticalScroll):
                 gone = self._window[:len(self._window) - MAX_TURNS_MOUNTED]
                 del self._window[:len(gone)]
                 with self._view_kept():
-                    await column.remove_children([w for _, ws in gone for w in ws])
+                    await column.remove_children(self._widgets_of(gone))
                 await self.note_earlier(self.earlier + len(gone))
+        if self.turns_drawn is not None:
+            shown = {number for number, _ in self._window}
+            await self.turns_drawn([t for t in turns if t.number in shown])
+
+    def _widgets_of(self, turns: list[tuple[int, list[Widget]]]) -> list[Widget]:
+        """The widgets on screen of window ``turns``: those drawn for them,
+        and a turn's version bar with the widgets of the version it shows in
+        the turn's place (issue 16; class ``versions-of-N``, ``turn-V``)."""
+        out: dict[int, Widget] = {}
+        column = self.log_column
+        for number, widgets in turns:
+            found = [*widgets, *column.query(f".versions-of-{number}")]
+            for bar in list(found[len(widgets):]):
+                for version in getattr(bar, "versions", []):
+                    found.extend(column.query(f".turn-{version}"))
+            for w in found:
+                if w.parent is column:
+                    out[id(w)] = w
+        return list(out.values())
 
     class _ViewKept:
         """Keeps what the person sees in place while rows above it come or go."""
@@ -303,7 +326,7 @@ class ChatPane(Guarded, VerticalScroll):
         """Replace the stored turns shown with ``turns`` (Ctrl+Home: the first
         ones; Ctrl+End: the last ones), ``earlier`` and ``later`` being the
         counts before and after them."""
-        gone = [w for _, ws in self._window for w in ws]
+        gone = self._widgets_of(self._window)
         self._generation += 1
         self._window = []
         self._kept = []
@@ -385,6 +408,18 @@ class ChatPane(Guarded, VerticalScroll):
         (a view still at an edge loads the next page)."""
         self._loading = False
         self.call_after_refresh(self.check_edges)
+
+    async def reset(self) -> None:
+        """Empty the pane (``/clear``, another conversation: issue 16): no
+        widget, no "Show earlier turns" or "Show later turns" button, no
+        stored turn in the window, a fresh live renderer."""
+        await self.log_column.remove_children()
+        self.earlier_button = self.later_button = None
+        self._generation += 1
+        self._window, self._kept, self._live_turn = [], [], None
+        self.earlier = self.later = 0
+        self._loading = False
+        self._live = None  # the next live turn makes a fresh renderer
 
     @property
     def last_reply(self) -> "AssistantMessage | None":

@@ -29,13 +29,16 @@ __all__ = ["ContextSidebar", "PANELS", "NARROW_WIDTH"]
 #: Panel names, the key that toggles each, and its widget id.
 PANELS = {"facts": ("f2", "facts-panel"), "task": ("f3", "task-panel"), "summary": ("f4", "summary-panel")}
 
-#: Below this terminal width (columns) the panels start hidden.
-NARROW_WIDTH = 90
+#: Below this terminal width (columns) the panels fold away and F2–F4 open
+#: them over the chat (issue 16, "Narrow terminals").
+NARROW_WIDTH = 100
 
 
 class ContextSidebar(Guarded, Vertical):
     """The three panels in a column beside the chat. Hidden when all three
-    are, and at first in a terminal narrower than :data:`NARROW_WIDTH`.
+    are. In a terminal narrower than :data:`NARROW_WIDTH` they fold away
+    and, opened with F2–F4, lie over the chat (class ``-overlay``) instead
+    of taking its width.
 
     The panels are mounted when they first have something to show (the
     session's first :meth:`show_state`) or are first toggled, not in the
@@ -48,6 +51,12 @@ class ContextSidebar(Guarded, Vertical):
     }
     ContextSidebar > .-empty {
         height: auto;
+    }
+    ContextSidebar.-overlay {
+        layer: overlay;
+        dock: right;
+        background: $surface;
+        border-left: tall $accent 50%;
     }
     """
 
@@ -79,8 +88,20 @@ class ContextSidebar(Guarded, Vertical):
         return self._made()[2]
 
     def on_mount(self) -> None:
-        if self.app.size.width < NARROW_WIDTH:  # the chat needs the room; F2–F4 bring the panels back
+        self.fit_width(self.app.size.width)
+
+    def fit_width(self, width: int) -> None:
+        """Fold the panels away when the terminal becomes narrower than
+        :data:`NARROW_WIDTH` (F2–F4 open them over the chat), and put them
+        back beside the chat when it is wide again."""
+        narrow = width < NARROW_WIDTH
+        if narrow == self.has_class("-overlay"):
+            return
+        self.set_class(narrow, "-overlay")
+        if narrow:  # the chat needs the room; F2–F4 bring the panels back, over it
             self.display = False
+        else:  # panels not made yet (nothing to show so far) count as shown, as they start
+            self.display = self._panels is None or any(p.display for p in self._panels)
 
     def compose(self) -> ComposeResult:
         return iter(())

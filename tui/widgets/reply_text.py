@@ -310,6 +310,10 @@ class ReplyText(Guarded, Widget):
         self.app.open_url(href)
 
 
+#: Component classes drawn as blocks (Textual's Markdown makes a widget of each), not inline.
+_BLOCK_PARTS = frozenset({"reply--fence", "reply--quote"})
+
+
 class _Picker:
     """The styles a :class:`~wisp.tui.markdown_lines.Painter` draws with, from a :class:`ReplyText`."""
 
@@ -326,7 +330,11 @@ class _Picker:
     def part(self, name: str) -> Style:
         style = self._parts.get(name)
         if style is None:
-            style = self._parts[name] = self.widget.get_visual_style(name, partial=True)
+            # A fence and a quote are widgets in Textual's Markdown: their background (white 30% in a
+            # light theme, $boost) lies over the reply's, so theirs is the composited one; inline
+            # parts are partial styles, as Textual's Markdown draws them.
+            partial = name not in _BLOCK_PARTS
+            style = self._parts[name] = self.widget.get_visual_style(name, partial=partial)
         return style
 
     def get_style(self, style: str | Style) -> Style:
