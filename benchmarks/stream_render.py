@@ -15,7 +15,10 @@ For each size (2,000, 10,000 and 20,000 tokens; ``--quick``: 300) it prints:
   between two deltas taken, over the first and the last tenth); it must not
   grow more than twofold from start to end;
 - the lag from the endpoint's last byte (the anchor: its last write) to the
-  last token on screen.
+  last token on screen. The endpoint sends the whole reply at once, so this
+  lag is the whole time wisp takes to read and show the reply;
+- the lag from the moment wisp has read the last delta (the agent yielded
+  it) to the last token on screen: how far the screen trails what arrived.
 
     python benchmarks/stream_render.py [--sizes 2000,10000,20000] [--runs N] [--quick]
 """
@@ -131,7 +134,7 @@ async def wisp_once(srv: Any, pieces: list[str], workdir: str) -> dict[str, floa
             await app.turn_worker.wait()
     start, end = per_delta(times)
     return {"rate": len(pieces) / (shown_at - times[0]), "start": start, "end": end,
-            "lag": shown_at - srv.last_byte}
+            "lag": shown_at - srv.last_byte, "behind": shown_at - times[-1]}
 
 
 async def anchor_once(pieces: list[str], batch: int) -> dict[str, float]:
@@ -167,7 +170,7 @@ async def anchor_once(pieces: list[str], batch: int) -> dict[str, float]:
         start = (times[k] - times[0]) / k
         end = (times[-1] - times[-1 - k]) / k
     return {"rate": len(pieces) / (shown_at - times[0]), "start": start, "end": end,
-            "lag": shown_at - last_write}
+            "lag": shown_at - last_write, "behind": shown_at - last_write}
 
 
 def fast_ollama() -> Any:
@@ -234,6 +237,8 @@ def main() -> None:
             print_row(growth)
             row("lag from the last byte to the last token on screen", "s",
                 "bare MarkdownStream, 20 deltas a write (from its last write)", "lag", batched)
+            row("lag from the last delta read to the last token on screen", "s",
+                "bare MarkdownStream, 20 deltas a write (from its last write)", "behind", batched)
             sys.stdout.flush()
 
 
