@@ -275,7 +275,8 @@ class Agent:
                         step.usage = item
                         prompt_tokens = item.prompt_tokens
                         completion_tokens = item.completion_tokens
-                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned)
+                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned,
+                                         cached=item.cached_tokens, evaluated=item.evaluated_tokens)
                         self.last_usage = usage
                         yield usage
                         warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice,

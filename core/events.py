@@ -94,6 +94,11 @@ class Usage:
     estimated_prompt: int
     #: The estimate times the model's calibration (tokens): what wisp plans with.
     calibrated_prompt: int | None = None
+    #: Prompt tokens the server took from its prompt cache (``None`` when it does not say).
+    cached: int | None = None
+    #: Prompt tokens the server had to evaluate for this request: ``prompt − cached``
+    #: (issue "Real models, real work": "the prompt-eval tokens per turn in --json usage").
+    evaluated: int | None = None
 
 
 @dataclass(frozen=True)

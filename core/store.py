@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ import aiosqlite
 from .audit import AuditRef
 from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
+from .processes import tag_alive, this_process
 from .transactions import immediate
 
 __all__ = [
@@ -210,23 +210,11 @@ def utc_now() -> str:
 
 
 def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return this_process()
 
 
 #: The text added to a tool result that was still streaming when its process died.
 RECOVERED_OUTPUT = "[wisp exited before this ended; the output so far is kept]"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def conversation_exists(path: str | os.PathLike[str], conversation_id: int) -> bool:
@@ -1018,8 +1006,7 @@ class Store:
         another host, or no owner."""
         if not owner or owner == self._owner:
             return False
-        host, _, pid = owner.rpartition(":")
-        return host == socket.gethostname() and pid.isdigit() and _pid_alive(int(pid))
+        return tag_alive(owner) is True
 
     async def recover_open_turns(self) -> list[int]:
         """Mark ``stopped`` every turn left ``open`` by a process that is gone,

@@ -38,7 +38,7 @@ import dataclasses
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .facts import Fact, FactBook
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
@@ -88,6 +88,12 @@ MEMORY_RULE = (
 PREVIOUS_CHARS = 200
 #: The summary layer's list of references takes at most this share of the budget.
 REF_INDEX_SHARE = 0.25
+#: When turns must leave the window, enough of them leave for the request to
+#: use at most this share of its budget: the next turns then fit without
+#: another running summary (one side call every few turns, not every turn),
+#: and the server's prompt cache keeps the request's unchanged start (issue
+#: "Real models, real work": "keep the llama.cpp prompt cache warm").
+LOW_WATER = 0.6
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,10 @@ class ComposeInputs:
     model: str | None = None
     calibration_samples: int = 0
     renders: dict[tuple[int, bool], TurnRender] = field(default_factory=dict)
+    #: How the request gives the tools to the model, ``(mode, text)`` (``native``
+    #: or ``prompted``; the text the model reads of them), when the link says;
+    #: else the schemas are counted as JSON.
+    tool_layer: tuple[str, str] | None = None
 
     def loaded_entries(self) -> dict[int, list[Any]]:
         """The ended turns whose entries were read, ``{turn number: entries}``
@@ -343,10 +353,12 @@ def build(inp: ComposeInputs) -> ComposedContext:
         layers["summary"].items = len(inp.summary.covers)
         layers["summary"].detail = {"version": inp.summary.version, "covers": list(inp.summary.covers),
                                     "references": listed_refs}
-    tools_json = json.dumps(inp.tools, ensure_ascii=False) if inp.tools else ""
-    layers["tools"].tokens = _count_text(tools_json, ratio)
+    tools_json = json.dumps(inp.tools, ensure_ascii=False) if inp.tools else ""  # as estimate_messages counts
+    mode, tool_text = inp.tool_layer or ("native", tools_json)
+    layers["tools"].tokens = _count_text(tool_text, ratio) if inp.tools else 0
     layers["tools"].items = len(inp.tools)
-    layers["tools"].detail = {"names": [t.get("function", {}).get("name") for t in inp.tools]}
+    layers["tools"].detail = {"names": [t.get("function", {}).get("name") for t in inp.tools], "mode": mode}
+    layers["tools"].text = tool_text if inp.tools else ""
 
     # ended turns: the last `recent_turns` whole, the others with references
     recent_n = max(0, int(inp.recent_turns))
@@ -409,7 +421,7 @@ def build(inp: ComposeInputs) -> ComposedContext:
     total = sum(layer.tokens for layer in ordered)
     must_leave: list[int] = []
     if total > budget:
-        over = total - budget
+        over = total - int(budget * LOW_WATER)
         for s in slices:
             if over <= 0:
                 break
@@ -595,7 +607,9 @@ class Composer:
                      recent_turns: int = 0, ratio: float = 1.0, instructions: str | None = None,
                      instructions_source: str | None = None, window_source: str = "",
                      model: str | None = None, calibration_samples: int = 0,
-                     entries_of_last: int = 0) -> ComposeInputs:
+                     entries_of_last: int = 0,
+                     tool_layer: Callable[[list[dict[str, Any]]], tuple[str, str] | None] | None = None
+                     ) -> ComposeInputs:
         """The :class:`ComposeInputs` of the conversation's next request: the
         turns the latest summary covers are not loaded, and an ended turn
         rendered before is not read again (its entries are
@@ -603,7 +617,9 @@ class Composer:
         whose entries are always read (the assessment reads their prompts
         and replies). The ``recent_turns`` whole turns are looked up in both
         forms, so the request can also be built with ``recent_turns=0``
-        (the first fitting step) from the same inputs."""
+        (the first fitting step) from the same inputs. ``tool_layer`` tells
+        how the request gives the schemas to the model (the session's
+        :meth:`~wisp.core.model.link.ModelLink.tool_layer`)."""
         views = await self.fact_views(conversation)
         task = next((v.fact for v in views if v.fact.subject == "task"), None)
         summary = await self.summaries.latest(conversation)
@@ -637,6 +653,7 @@ class Composer:
             current=(current.number, by_turn.get(current.id, [])) if current else None,
             recent_turns=recent_turns, ratio=ratio, turn=next_turn, window_source=window_source, model=model,
             calibration_samples=calibration_samples, renders=renders,
+            tool_layer=tool_layer(schemas) if tool_layer and schemas else None,
         )
 
     async def compose(self, conversation: int, **kwargs: Any) -> ComposedContext:

@@ -61,6 +61,16 @@ class ModelState(Protocol):
         """How to raise the window to ``tokens`` for the endpoint in use."""
         ...
 
+    def tool_layer(self, schemas: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+        """``(mode, text)``: how the next request gives ``schemas`` to the model
+        (``native`` or ``prompted``) and the text the model reads of them."""
+        ...
+
+    def as_sent(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]
+                ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+        """``(mode, messages, tools)`` exactly as the next request sends them."""
+        ...
+
 
 @dataclass
 class PanelState:
@@ -176,7 +186,7 @@ class ContextManager:
             reserve=int(self._config("context.reserve", 1024)),
             recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
             instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
-            model=model, calibration_samples=cal.samples,
+            model=model, calibration_samples=cal.samples, tool_layer=getattr(self.model_state, "tool_layer", None),
             entries_of_last=ASSESS_TURNS if self._config("context.assess", False) else 0)
 
     async def compose(self, conversation: int) -> ComposedContext:

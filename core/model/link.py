@@ -32,7 +32,8 @@ from ..tokens import window_from
 from . import base as mb
 from .known import KnownWindows
 from .resolve import EndpointSettings, ResolvedEndpoint, resolve_endpoint
-from .tool_modes import apply_tool_mode
+from .prompted import to_prompted_messages
+from .tool_modes import ToolLayer, ToolModeEndpoint, apply_tool_mode, make_layer
 
 __all__ = ["ModelLink", "ModelSwitch", "settings_from_config", "match_model"]
 
@@ -239,6 +240,36 @@ class ModelLink:
                     "with it, up to the model's trained length")
         return (f"Start the server with a context of at least {size:,} tokens (llama.cpp: --ctx-size {size}; "
                 f"vLLM: --max-model-len {size}; LM Studio: the model's Context Length), then {setting}")
+
+    def tool_layer(self, schemas: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+        """How the next request gives ``schemas`` to the model: ``(mode, text)``,
+        ``mode`` ``native`` or ``prompted`` and ``text`` everything of the tools
+        the model reads (the schemas as JSON, or the prompted protocol's text
+        and worked examples); ``None`` for no tools or while not connected.
+        The context counts its tools layer from it, so a prompted layer is
+        counted as sent (issue "Real models, real work")."""
+        layer = self._layer(schemas)
+        return (layer.mode, layer.prompt_text) if layer is not None else None
+
+    def _layer(self, schemas: list[dict[str, Any]] | None) -> ToolLayer | None:
+        """The connected endpoint's layer; not connected, the one config
+        ``model.tool_mode`` names (``None`` for ``auto``: unknown until connected)."""
+        if not schemas:
+            return None
+        if isinstance(self.endpoint, ToolModeEndpoint):
+            return self.endpoint.layer_now(schemas)
+        setting = self.config.get("model.tool_mode")
+        return make_layer(setting, schemas) if setting in ("native", "prompted") else None
+
+    def as_sent(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]
+                ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+        """``(mode, messages, tools)`` exactly as the next request sends them
+        (see :meth:`ToolModeEndpoint.as_sent`); ``("native", messages, schemas)``
+        while not connected."""
+        layer = self._layer(schemas)
+        if layer is None or layer.mode == "native":
+            return "native", messages, schemas
+        return "prompted", to_prompted_messages(messages, schemas), []
 
     async def close(self) -> None:
         """Close the endpoint's client and stop an embedded server this link
