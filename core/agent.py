@@ -97,9 +97,11 @@ class TurnContext(Protocol):
     """The layered context as the agent uses it
     (:class:`wisp.core.context.manager.ContextManager`)."""
 
-    async def prepare(self, conversation: int, turn: int) -> Any:
+    async def prepare(self, conversation: int, turn: int,
+                      progress: Callable[[ev.AgentEvent], None] | None = None) -> Any:
         """Before each request: ``.context`` (the composed request: ``messages``,
-        ``tools``, ``total``, ``window``) and ``.events``."""
+        ``tools``, ``total``, ``window``) and ``.events``; ``progress`` gets
+        events to show while it works (a running summary being written)."""
         ...
 
     async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None: ...
@@ -239,7 +241,23 @@ class Agent:
                 for observer in self.observers:
                     for item in await self._safe_hook(observer.before_request, conversation, turn.number):
                         yield item
-                prepared = await self.context.prepare(conversation, turn.number)
+                shown: asyncio.Queue[ev.AgentEvent] = asyncio.Queue()
+                preparing = asyncio.ensure_future(self.context.prepare(conversation, turn.number,
+                                                                       progress=shown.put_nowait))
+                try:  # what preparing says while it works (a summary can take the model minutes) shows at once
+                    while not preparing.done():
+                        getting = asyncio.ensure_future(shown.get())
+                        await asyncio.wait({preparing, getting}, return_when=asyncio.FIRST_COMPLETED)
+                        if getting.done():
+                            yield getting.result()
+                        else:
+                            getting.cancel()
+                finally:
+                    if not preparing.done():
+                        preparing.cancel()
+                while not shown.empty():
+                    yield shown.get_nowait()
+                prepared = preparing.result()
                 for item in prepared.events:
                     yield item
                 composed = prepared.context
@@ -291,7 +309,7 @@ class Agent:
                     elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
                         yield ev.Notice(
                             f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
-                            "(model.reply_timeout_s); Esc stops it.", key="reply-wait")
+                            "(model.reply_timeout_s); Esc stops it.", key="reply-wait", transient=True)
                     elif isinstance(item, mb.Done):
                         step.done_reason = item.reason
 

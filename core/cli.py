@@ -363,6 +363,17 @@ async def _ask(args: argparse.Namespace) -> int:
                 return _print_command(result, args.json)
             print(f"wisp: {result.text}", file=sys.stderr)  # /retry: ask the last prompt again, headless
             prompt, supersedes = result.data["prompt"], result.data["turn"]
+        if session.conversation_id is not None:  # say a conversation is busy before waiting for its endpoint
+            from .store import ConversationBusy
+
+            try:
+                await session.store.check_not_busy(session.conversation_id)
+            except ConversationBusy as exc:
+                if args.json:
+                    out.write(json.dumps(ev.event_to_dict(ev.Error("busy", str(exc)))) + "\n")
+                    out.flush()
+                print(f"wisp: error: {exc}", file=sys.stderr)
+                return EXIT_ENDPOINT
         if not await session.connect():
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))

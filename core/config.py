@@ -117,7 +117,7 @@ class KeySpec:
       object, validated by ``parse``);
     - ``default``: the value when the key is not set;
     - ``optional``: ``None`` (JSON ``null``) is allowed and clears the key;
-    - ``minimum``/``exclusive_min``: lower bound for numbers;
+    - ``minimum``/``exclusive_min``: lower bound for numbers; ``maximum``: upper bound;
     - ``unit``: what a number counts (``"tokens"``, ``"seconds"``, ``"bytes"``);
     - ``example``: a valid value as it would be typed, used in errors;
     - ``aliases``: extra words accepted for a choice (``"true"`` → ``"on"``);
@@ -134,6 +134,7 @@ class KeySpec:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     exclusive_min: bool = False
+    maximum: float | None = None
     unit: str = ""
     example: str = ""
     aliases: tuple[tuple[str, str], ...] = ()
@@ -151,6 +152,8 @@ class KeySpec:
             text = f"an integer{unit}"
             if self.minimum is not None:
                 text += f" {'above' if self.exclusive_min else 'of at least'} {int(self.minimum)}"
+            if self.maximum is not None:
+                text += f" {'and' if self.minimum is not None else 'of'} at most {int(self.maximum)}"
         elif self.type == "float":
             text = f"a number{unit}"
             if self.minimum is not None:
@@ -275,6 +278,12 @@ def _spec(*args: Any, **kwargs: Any) -> KeySpec:
     return KeySpec(*args, **kwargs)
 
 
+#: The smallest window wisp takes (tokens): less cannot hold its own rules and a tool's schema.
+MIN_CONTEXT_WINDOW = 512
+#: The largest (tokens): beyond any local model's window, so a typo (99999999) is refused, not planned for.
+MAX_CONTEXT_WINDOW = 4_194_304
+
+
 #: Every known key, in the order ``config list`` shows them.
 SCHEMA: dict[str, KeySpec] = {
     s.key: s
@@ -285,8 +294,8 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("model.endpoint", "str", None, optional=True, example="http://127.0.0.1:11434",
               check=_check_endpoint, help="the endpoint's base URL"),
         _spec("model.name", "str", None, optional=True, example="qwen3:8b", help="the model"),
-        _spec("model.context_window", "int", None, optional=True, minimum=1, unit="tokens",
-              example="8192",
+        _spec("model.context_window", "int", None, optional=True, minimum=MIN_CONTEXT_WINDOW,
+              maximum=MAX_CONTEXT_WINDOW, unit="tokens", example="8192",
               help="the model's context window: sent to Ollama as num_ctx; the embedded server starts with it "
                    "(up to the model's trained length); unset asks the endpoint"),
         _spec("model.api_key_env", "str", None, optional=True, example="OPENAI_API_KEY",
@@ -573,6 +582,8 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
     if spec.minimum is not None:
         if out < spec.minimum or (spec.exclusive_min and out == spec.minimum):
             raise bad()
+    if spec.maximum is not None and out > spec.maximum:
+        raise bad()
     return out
 
 

@@ -112,6 +112,9 @@ class Notice:
     #: Notices with the same key stand for one changing state (e.g. ``"wait"``
     #: while a server loads the model): a view shows only the latest.
     key: str | None = None
+    #: A state that is over once the reply goes on (a wait): a view that can
+    #: takes it away when the next text, tool call or ending comes.
+    transient: bool = False
 
 
 @dataclass(frozen=True)

@@ -988,17 +988,27 @@ class Store:
             return None
         return [str(n) for n in names] if isinstance(names, list) else None
 
+    _OPEN_OWNERS = "SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'"
+
     async def _refuse_if_held(self, db: aiosqlite.Connection, conversation_id: int) -> None:
         """Inside a write transaction: raise :class:`ConversationBusy` when
         an ``open`` turn of the conversation belongs to another live process
         (the claim of :meth:`begin_turn`, also kept by
         :meth:`delete_conversation`)."""
-        async with db.execute(
-            "SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'", (conversation_id,)
-        ) as cur:
+        async with db.execute(self._OPEN_OWNERS, (conversation_id,)) as cur:
             for (owner,) in await cur.fetchall():
                 if self._held_elsewhere(owner):
                     raise ConversationBusy(conversation_id, owner)
+
+    async def check_not_busy(self, conversation_id: int) -> None:
+        """Raise :class:`ConversationBusy` now when another live wisp runs a
+        turn of the conversation: a read, so that ``wisp ask --continue``
+        says so at once instead of first waiting for an endpoint the other
+        wisp keeps busy. :meth:`begin_turn`'s claim stays the rule that
+        counts (a turn may start between the two)."""
+        for (owner,) in await self._all(self._OPEN_OWNERS, (conversation_id,)):
+            if self._held_elsewhere(owner):
+                raise ConversationBusy(conversation_id, owner)
 
     def _held_elsewhere(self, owner: str | None) -> bool:
         """True when ``owner`` (a turn's ``host:pid``) is another process on

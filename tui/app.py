@@ -31,6 +31,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.worker import Worker, WorkerState
 
+from wisp.core.text import terminal_safe
 from wisp.themes import STYLESHEET
 
 from .conversation_actions import ConversationActions
@@ -360,7 +361,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
         s = self.session
         await self.dismiss_welcome()  # the first prompt: the welcome goes (issue 16)
         if s.endpoint is None and not await self.connect():
-            await self.chat.add(UserMessage(text))
+            await self.chat.add(UserMessage(terminal_safe(text)))
             await self.chat.add(Notice("Not sent: no model endpoint answers (see above). "
                                        "Press Up to get the prompt back.", "error"))
             return

@@ -12,11 +12,13 @@ it draws, not with the first frame (issue 12).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Awaitable, Callable
 
 from textual.widget import Widget
 
 from wisp.core import events as ev
+from wisp.core.text import terminal_safe
 
 from .widgets.assistant_message import AssistantMessage
 from .widgets.notice import Notice
@@ -35,6 +37,27 @@ MARKERS = {
 
 #: Added to the output of a tool that was still running when its turn was stopped.
 TOOL_STOPPED = "\n■ stopped"
+
+
+#: The fields of an event that hold text from outside (the person, the model, a tool, a server).
+_TEXT_FIELDS = ("prompt", "text", "content", "message")
+
+
+def visible(event: ev.AgentEvent) -> ev.AgentEvent:
+    """``event`` with each text field passed through
+    :func:`wisp.core.text.terminal_safe`: a control sequence in a prompt, a
+    reply, a tool's output or an error (set the window title, clear the
+    screen, write the clipboard) is shown as visible text and never reaches
+    the terminal (issue "Nothing runs, leaks, hangs or is lost that
+    shouldn't be": raw terminal escapes). The same event when nothing needs it."""
+    changes = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            safe = terminal_safe(value)
+            if safe != value:
+                changes[name] = safe
+    return dataclasses.replace(event, **changes) if changes else event
 
 
 class TurnRenderer:
@@ -59,6 +82,8 @@ class TurnRenderer:
         #: The number of the turn being drawn; its widgets get the class ``turn-N``,
         #: so a view finds them (issue 16: a reply's versions, /search's jump).
         self.turn: int | None = None
+        #: Notices of a state that ends with the next text, call or ending (a wait).
+        self.transient: list[Notice] = []
 
     async def _place(self, widget: Widget) -> None:
         if self.turn is not None:
@@ -66,10 +91,18 @@ class TurnRenderer:
         await self._place_widget(widget)
 
     async def show(self, event: ev.AgentEvent) -> None:
-        """Draw one event of a turn (live or stored alike)."""
-        if type(event) is ev.TextDelta and self.reply is not None:  # the stream's own path: no wait
-            await self.reply.add_text(event.text)
+        """Draw one event of a turn (live or stored alike), its text made
+        terminal-safe first (:func:`visible`)."""
+        if type(event) is ev.TextDelta and self.reply is not None and not self.transient:
+            await self.reply.add_text(terminal_safe(event.text))  # the stream's own path: no wait
             return
+        event = visible(event)
+        if self.transient and not isinstance(event, (ev.Notice, ev.Usage, ev.FactChanged, ev.SummaryChanged,
+                                                       ev.SideCallCost)):
+            waits, self.transient = self.transient, []
+            for notice in waits:  # the wait is over: its line goes
+                if notice.is_attached:
+                    await notice.remove()
         if isinstance(event, ev.TurnStarted):
             self._new_turn()
             self.turn = event.turn
@@ -100,7 +133,10 @@ class TurnRenderer:
             if event.key is not None and isinstance(last, Notice) and last.key == event.key:
                 last.set_text(event.text)  # one line for one changing state
             else:
-                await self._place(Notice(event.text, event.level, key=event.key))
+                notice = Notice(event.text, event.level, key=event.key)
+                await self._place(notice)
+                if event.transient:
+                    self.transient.append(notice)
         elif isinstance(event, ev.Error):
             if self.reply is not None:
                 await self.mark("incomplete")

@@ -158,9 +158,14 @@ class ModelLink:
         model.context_window`` applies from the next request."""
         if not self.connected:
             return None
-        if self.embedded and self.reported_window:  # the embedded server's n_ctx: it cannot take more
-            return self.reported_window
-        return window_from(self.config.get("model.context_window"), self.reported_window)[0]
+        return window_from(self.config.get("model.context_window"), self.reported_window, cap=self.window_cap)[0]
+
+    @property
+    def window_cap(self) -> int | None:
+        """The window the endpoint cannot go beyond whatever config says
+        (tokens): the embedded server's ``n_ctx``; ``None`` for other endpoints
+        (Ollama takes ``num_ctx`` from config; other servers say so in an error)."""
+        return self.reported_window if self.connected and self.embedded else None
 
     def refresh(self) -> None:
         """Apply settings that need no reconnect (``model.tool_mode``) before a turn."""

@@ -84,3 +84,4 @@ def test_wisp_ask_json_reports_the_prompt_tokens_the_server_evaluated(wisp_home:
     [u2] = [json.loads(line) for line in second.stdout.splitlines() if '"usage"' in line]
     assert (u1["prompt"], u1["cached"], u1["evaluated"]) == (900, None, 900)  # no cache said: all evaluated
     assert (u2["prompt"], u2["cached"], u2["evaluated"]) == (950, 880, 70)
+
