@@ -263,7 +263,9 @@ class Agent:
                 composed = prepared.context
                 messages = composed.messages
                 schemas = composed.tools or None
-                estimate = estimate_messages(messages, schemas)
+                estimate = getattr(composed, "estimated", None)  # summed while composing (issue 12)
+                if estimate is None:
+                    estimate = estimate_messages(messages, schemas)
                 planned = composed.total
                 if composed.over_budget:  # even fitted, it cannot fit: never send it (issue "Real models, real work")
                     raise ContextTooBig(self.context.overflow_message(composed))

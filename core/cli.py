@@ -25,33 +25,25 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from dataclasses import asdict, is_dataclass
 
 from . import __version__
-from . import events as ev
-from .command_base import CommandResult
-from .commands import is_command, run_command
 from .config import Config, ConfigError
 from .context.cli import add_compact_parser, add_inspect_parser
-from .context.compaction import CompactError, apply_compaction, preview_compaction, undo_compaction
-from .context.inspect import inspect_context
-from .context.shapes import ShapeBook
-from .context.summary import turn_ranges
-from .conversations import ArchiveError, describe, fork, gather, load_export, parse_fork, remove, restore, to_json, \
-    to_markdown
-from .audit import AuditLog
-from .database import open_store
-from .paths import atomic_write_private, config_path
-from .episodes.cli import add_memory_parser, run_memory
-from .mcp.cli import add_mcp_parser, run_mcp
-from .eval.cli import add_eval_parser, run_eval_command
-from .model.sidecall import ConfigSideCall
-from .store import ConversationBusy
-from .session import Session, SessionError, SessionOptions
+from .episodes.cli import add_memory_parser
+from .paths import config_path
+from .session_options import SessionError, SessionOptions, unknown_conversation
 from .text import TerminalText
-from .tools.shell import NotSimple, simple_words
+
+if TYPE_CHECKING:
+    from .audit import AuditLog
+    from .command_base import CommandResult
+    from .session import Session
+
+# Only what parsing the command line needs is imported here: the TUI's first frame waits for this
+# module, so each command imports the rest of the core when it runs (issue 12, "Paint first, then open").
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -68,8 +60,32 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"wisp: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser for ``wisp [options] [COMMAND ...]``."""
+def _add_mcp_parser(sub: Any) -> None:
+    from .mcp.cli import add_mcp_parser
+
+    add_mcp_parser(sub)
+
+
+def _add_eval_parser(sub: Any) -> None:
+    from .eval.cli import add_eval_parser
+
+    add_eval_parser(sub)
+
+
+#: Commands whose modules take long to import (the MCP SDK; the evaluation's scenarios): their
+#: parsers are built only when the command line names them (or asks for help); otherwise a stub
+#: with the same one-line help stands in, which nothing can select (issue 12, "Paint first, then open").
+_LATE_COMMANDS: dict[str, tuple[str, Callable[[Any], None]]] = {
+    "mcp": ("MCP servers: list them, or serve wisp over MCP", _add_mcp_parser),
+    "eval": ("measure whether wisp's context and memory tool help on your model", _add_eval_parser),
+}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``wisp [options] [COMMAND ...]``. With ``argv`` given,
+    the parsers of :data:`_LATE_COMMANDS` that ``argv`` cannot select (it
+    holds neither their name nor ``-h``/``--help``) are stubs, so that
+    parsing loads none of their modules."""
     p = _Parser(prog="wisp", description="A terminal chat client for local language models "
                 "that shows you everything the model is given.",
                 epilog=f"Settings: {config_path()} (WISP_HOME moves it; `wisp config list` shows them).")
@@ -124,8 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
     add_compact_parser(sub)  # `wisp compact` (issue "Compaction you can see and trust")
-    add_mcp_parser(sub)  # `wisp mcp list|serve` (issue 15)
-    add_eval_parser(sub)  # `wisp eval` (issue "wisp eval")
+    words = None if argv is None else set(argv)
+    for name, (help_line, add) in _LATE_COMMANDS.items():  # `wisp mcp list|serve` (issue 15), `wisp eval`
+        if words is None or words & {name, "-h", "--help"}:
+            add(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     return p
 
 
@@ -163,7 +183,8 @@ def session_options(args: argparse.Namespace, transport: str) -> SessionOptions:
 def main(argv: Sequence[str] | None = None,
          run_tui: Callable[[SessionOptions], int] | None = None) -> int:
     """Run ``wisp`` with ``argv``; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     if args.command is None:
         return _main(args, run_tui)
     saved = sys.stdout, sys.stderr
@@ -186,8 +207,8 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             if run_tui is None:
                 raise UsageError("the TUI is not available here; use `wisp ask`")
             options = session_options(args, "tui")
-            # a malformed config, an unknown conversation or tool stops here, before the screen opens
-            asyncio.run(_check_session(options))
+            # a malformed config, an unknown conversation, profile or tool stops here, before the screen opens
+            _check_tui_options(options)
             return run_tui(options)
         if args.command == "ask":
             return asyncio.run(_ask(args))
@@ -200,16 +221,23 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
         if args.command == "config":
             return _config(args)
         if args.command == "memory":
+            from .database import open_store
+            from .episodes.cli import run_memory
+
             return run_memory(args, _config_side_call, open_store)
         if args.command == "inspect":
             return asyncio.run(_inspect(args))
         if args.command == "compact":
             return asyncio.run(_compact(args))
         if args.command == "mcp":
+            from .mcp.cli import run_mcp
+
             return run_mcp(args, _mcp_opener(args))
         if args.command == "eval":
+            from .eval.cli import run_eval_command
+
             return run_eval_command(args)
-    except (ConfigError, UsageError, SessionError, ArchiveError) as exc:
+    except _usage_errors() as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -231,11 +259,24 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
     return EXIT_OK
 
 
-def _config_side_call(config: Config, store: Any = None) -> ConfigSideCall:
-    """``wisp memory refine``'s side call: it connects from config on first
-    use and remembers in ``store`` which form of shaped output the endpoint
-    takes (:class:`~wisp.core.context.shapes.ShapeBook`)."""
+def _config_side_call(config: Config, store: Any = None) -> Any:
+    """``wisp memory refine``'s side call (a
+    :class:`~wisp.core.model.sidecall.ConfigSideCall`): it connects from config
+    on first use and remembers in ``store`` which form of shaped output the
+    endpoint takes (:class:`~wisp.core.context.shapes.ShapeBook`)."""
+    from .context.shapes import ShapeBook
+    from .model.sidecall import ConfigSideCall
+
     return ConfigSideCall(config, shapes=ShapeBook(store) if store is not None else None)
+
+
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean bad usage (exit 2): a bad config, bad usage, a
+    session that cannot open, and an export, import, fork or delete that
+    cannot be done (:class:`wisp.core.conversations.ArchiveError`, counted
+    once its module is loaded: only the commands that load it can raise it)."""
+    archive = sys.modules.get(f"{__package__}.conversations")
+    return (ConfigError, UsageError, SessionError) + ((archive.ArchiveError,) if archive is not None else ())
 
 
 def _mcp_opener(args: argparse.Namespace) -> Callable[[int | None, bool], Any]:
@@ -244,7 +285,9 @@ def _mcp_opener(args: argparse.Namespace) -> Callable[[int | None, bool], Any]:
     workdir = getattr(args, "workdir", None) or Path.cwd()
     tools = getattr(args, "tools", None)
 
-    async def open_session(conversation: int | None, continue_last: bool) -> Session:
+    async def open_session(conversation: int | None, continue_last: bool) -> "Session":
+        from .session import Session
+
         return await Session.open(SessionOptions(workdir=workdir, resume=conversation,
                                                  continue_last=continue_last and conversation is None,
                                                  tools=tools, transport="mcp"))
@@ -275,10 +318,35 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"--workdir {workdir} is not a directory")
 
 
-async def _check_session(options: SessionOptions) -> None:
-    """Open and close a session: raises what would stop the TUI from opening."""
-    session = await Session.open(options)
-    await session.close()
+def _check_tui_options(options: SessionOptions) -> None:
+    """What would stop the TUI from opening, found before its screen opens and
+    without opening a session (issue 12, "Paint first, then open"): a bad
+    config (:class:`ConfigError`), ``--resume`` of a conversation that is not
+    stored, an unknown ``--tool`` or a bad ``tools:`` line in the working
+    directory's AGENTS.md (:class:`SessionError`), an unknown ``--profile``
+    (:class:`ConfigError`). A resumed conversation's own directory and tools
+    are settled when the session opens, in the TUI."""
+    from .agents_md import load_agents_md
+    from .toolset import choose_tools
+
+    config = Config.load()
+    if options.profile:
+        config.use_profile(options.profile)  # ConfigError names the profiles there are
+    if options.resume is not None:
+        from .store import conversation_exists
+
+        if not conversation_exists(config.db_path, options.resume):
+            raise unknown_conversation(options.resume)
+        if options.tools is not None:
+            try:
+                choose_tools(options.tools, None, config)
+            except ValueError as exc:
+                raise SessionError(str(exc)) from None
+        return
+    try:
+        choose_tools(options.tools, load_agents_md(Path(options.workdir).resolve()), config)
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
 
 
 async def _ask(args: argparse.Namespace) -> int:
@@ -288,6 +356,9 @@ async def _ask(args: argparse.Namespace) -> int:
         prompt = args.prompt.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    from . import events as ev
+    from .session import Session
+
     out = sys.stdout
     async with await Session.open(session_options(args, "ask")) as session:
         for problem in session.startup_problems:
@@ -295,15 +366,19 @@ async def _ask(args: argparse.Namespace) -> int:
         for note in session.startup_notes:
             print(f"wisp: {note}", file=sys.stderr)
         supersedes = None
-        if is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
+        # the commands load only for a prompt that may be one (issue 12, "wisp ask one turn")
+        is_command = prompt.lstrip().startswith("/") and _commands().is_command
+        if is_command and is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
             if prompt.split()[0].lower() == "/model":  # it lists or checks the endpoint's models
                 await session.connect()
-            result = await run_command(session, prompt)
+            result = await _commands().run_command(session, prompt)
             if result.action != "retry" or result.error:
                 return _print_command(result, args.json)
             print(f"wisp: {result.text}", file=sys.stderr)  # /retry: ask the last prompt again, headless
             prompt, supersedes = result.data["prompt"], result.data["turn"]
         if session.conversation_id is not None:  # say a conversation is busy before waiting for its endpoint
+            from .store import ConversationBusy
+
             try:
                 await session.store.check_not_busy(session.conversation_id)
             except ConversationBusy as exc:
@@ -347,6 +422,8 @@ async def _ask(args: argparse.Namespace) -> int:
                 print(f"wisp: MCP server {item.server} failed: {item.message}", file=sys.stderr)
             elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                     == "needs_approval":
+                from .tools.shell import NotSimple, simple_words
+
                 command = str(item.meta.get("command", ""))
                 try:
                     simple_words(command)
@@ -373,7 +450,7 @@ async def _ask(args: argparse.Namespace) -> int:
         return code
 
 
-def _print_command(result: CommandResult, as_json: bool) -> int:
+def _print_command(result: "CommandResult", as_json: bool) -> int:
     """Print a slash command's result for ``wisp ask "/fact …"``: its Markdown
     text, or with ``--json`` one ``{"event": "command", …}`` line holding its
     data. Exit 2 when the command failed (bad usage), else 0."""
@@ -395,13 +472,25 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _audit(config: Config) -> AuditLog:
+def _commands() -> Any:
+    """:mod:`wisp.core.commands`, loaded on first use (it loads every command's feature module)."""
+    from . import commands
+
+    return commands
+
+
+def _audit(config: Config) -> "AuditLog":
+    from .audit import AuditLog
+
     return AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
                     max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
 
 
 async def _fork(args: argparse.Namespace) -> None:
     """``--fork ID[:TURN]``: make the fork, say so, and resume it in this run."""
+    from .conversations import fork, parse_fork
+    from .database import open_store
+
     source, turn = parse_fork(args.fork)
     config = Config.load()
     async with await open_store(config.db_path) as store:
@@ -414,6 +503,10 @@ async def _fork(args: argparse.Namespace) -> None:
 
 async def _export(args: argparse.Namespace) -> int:
     """``wisp export ID --format md|json [-o FILE]``."""
+    from .conversations import gather, to_json, to_markdown
+    from .database import open_store
+    from .paths import atomic_write_private
+
     config = Config.load()
     async with await open_store(config.db_path) as store:
         with _audit(config) as audit:
@@ -430,6 +523,9 @@ async def _export(args: argparse.Namespace) -> int:
 
 async def _import(args: argparse.Namespace) -> int:
     """``wisp import FILE``: a JSON export restored as a new conversation."""
+    from .conversations import load_export, restore
+    from .database import open_store
+
     try:
         raw = Path(args.file).read_bytes()
     except OSError as exc:
@@ -460,6 +556,8 @@ async def _conversations(args: argparse.Namespace) -> int:
         return await _search(args)
     if sub == "rm":
         return await _rm(args)
+    from .database import open_store
+
     config = Config.load()
     async with await open_store(config.db_path) as store:
         rows = await store.list_conversations(limit=args.limit)
@@ -481,6 +579,8 @@ async def _conversations(args: argparse.Namespace) -> int:
 async def _search(args: argparse.Namespace) -> int:
     """``wisp conversations search TEXT [--json]``: hits with their
     conversation, turn, date and a snippet, newest first (SQLite FTS5)."""
+    from .database import open_store
+
     text = " ".join(args.text)
     config = Config.load()
     async with await open_store(config.db_path) as store:
@@ -503,6 +603,9 @@ async def _search(args: argparse.Namespace) -> int:
 async def _rm(args: argparse.Namespace) -> int:
     """``wisp conversations rm ID --yes [--purge-audit]``: without --yes,
     only says what would go (exit 2)."""
+    from .conversations import describe, remove
+    from .database import open_store
+
     config = Config.load()
     async with await open_store(config.db_path) as store:
         with _audit(config) as audit:
@@ -534,6 +637,9 @@ async def _inspect(args: argparse.Namespace) -> int:
     if getattr(args, "inspect_command", None) != "context":
         print("wisp: error: say what to inspect: wisp inspect context", file=sys.stderr)
         return EXIT_USAGE
+    from .context.inspect import inspect_context
+    from .session import Session
+
     options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None,
                              continue_all=bool(getattr(args, "all", False)), transport="ask")
     try:
@@ -566,6 +672,10 @@ async def _compact(args: argparse.Namespace) -> int:
     prints ``{"dry_run", "preview", "applied"}``. Exit 0; 2 for bad usage,
     an unknown conversation or none stored, or a compaction that cannot be
     applied or undone (one line on stderr)."""
+    from .context.compaction import CompactError, apply_compaction, preview_compaction, undo_compaction
+    from .context.summary import turn_ranges
+    from .session import Session
+
     if args.undo and (args.focus or args.dry_run):
         raise UsageError("--undo takes neither --focus nor --dry-run")
     options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None, transport="ask")

@@ -24,75 +24,30 @@ still opens with nothing answering (issue "wisp runs end to end",
 from __future__ import annotations
 
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
-from . import events as ev
-from .agent import Agent, AgentSettings
 from .agents_md import AgentsMd, load_agents_md
 from .audit import AuditLog
 from .config import Config
-from .context.composer import Room
-from .context.manager import ContextManager
-from .context.notes import ModelNotes
-from .context.shapes import ShapeBook
 from .database import open_store
-from .episodes.capture import Capture, Origin
-from .episodes.refine import RefineReport, refine_with
-from .mcp import McpServers
-from .memory.verbs import MemoryBinding
-from .model.link import ModelLink
-from .model.sidecall import LinkSideCall, ShapeForms
-from .sidecall import SideCall
+from .session_options import SessionError, SessionOptions, unknown_conversation
 from .store import Store
-from .tools.approval import Approvals, AskFunction, WorkspaceAllowList
-from .tools.base import Tool
-from .tools.registry import build_registry
-from .tool_names import mcp_parts
 from .toolset import ToolChoice, choose_tools
 
-__all__ = ["Session", "SessionOptions", "SessionError", "Plan", "settle"]
+if TYPE_CHECKING:
+    from .agent import AgentSettings
+    from .mcp import McpServers
+    from .tools.base import Tool
+    from .episodes.refine import RefineReport
+    from .sidecall import SideCall
 
+# The parts a session builds (the model link, the tools, the context, the agent…) are imported when
+# it builds them (Opening.build): a view can open the store and settle the conversation, and show it,
+# before the rest of the core is loaded (issue 12, "Paint first, then open").
 
-@dataclass
-class SessionOptions:
-    """How a session starts. ``resume`` is a conversation id; ``continue_last``
-    reopens the newest; ``tools`` is an explicit tool list (``--tool``), which
-    is exactly that list; ``transport`` is ``tui``, ``ask`` or ``mcp``;
-    ``ask`` is the person's answer to an approval (the TUI's modal; ``None``
-    in ``wisp ask``, where only the allow list counts); ``channel``,
-    ``thread`` and ``sender`` name the exchange's origin for episodic memory
-    (``None``: the conversation, none, the local user). ``side_call`` is the
-    :class:`~wisp.core.sidecall.SideCall` for wisp's own requests (``None``:
-    the session's model, through its link; a test hands in a scripted one),
-    and ``extra_tools`` are tools an embedding program gives beside the
-    named ones (made already; they join the registry after them).
-    ``continue_last`` takes the newest conversation of ``workdir``, or with
-    ``continue_all`` the newest anywhere (issue 16, "The conversation of
-    this directory"); ``model`` is a model for this session only (``wisp ask
-    --model``), ``profile`` a profile of config ``profiles`` to use
-    (``--profile``)."""
-
-    workdir: Path = field(default_factory=Path.cwd)
-    continue_last: bool = False
-    continue_all: bool = False
-    model: str | None = None
-    profile: str | None = None
-    resume: int | None = None
-    tools: list[str] | None = None
-    transport: str = "tui"
-    ask: AskFunction | None = None
-    channel: str | None = None
-    thread: str | None = None
-    sender: str | None = None
-    side_call: SideCall | None = None
-    extra_tools: tuple[Tool, ...] = ()
-
-
-class SessionError(Exception):
-    """A session could not open: a bad config, an unknown conversation or tool.
-    The message is one line saying what to do."""
+__all__ = ["Session", "SessionOptions", "SessionError", "Plan", "settle", "Opening"]
 
 
 @dataclass(frozen=True)
@@ -133,7 +88,7 @@ async def settle(options: SessionOptions, config: Config, store: Store) -> Plan:
     if options.resume is not None:
         conversation = await store.get_conversation(options.resume)
         if conversation is None:
-            raise SessionError(f"no conversation {options.resume}; `wisp conversations` lists them")
+            raise unknown_conversation(options.resume)
     elif options.continue_last:
         conversation = await store.last_conversation(None if options.continue_all else workdir)
         note = continue_note(conversation, workdir, options.continue_all)
@@ -174,6 +129,60 @@ def continue_note(conversation: Any, workdir: Path, everywhere: bool) -> str:
             "(--all takes the newest anywhere, --resume ID another).")
 
 
+@dataclass
+class Opening:
+    """A session half open: the config loaded, the store and the audit log
+    open, the conversation settled (``plan``), nothing built yet. A view
+    can read the stored conversation from ``store`` and show it while the
+    rest of the core loads; :meth:`build` then makes the
+    :class:`Session` (issue 12, "Paint first, then open"). :meth:`close`
+    closes the store of an opening that is not built."""
+
+    options: SessionOptions
+    config: Config
+    store: Store
+    audit: AuditLog
+    plan: Plan
+
+    @classmethod
+    async def start(cls, options: SessionOptions, config: Config | None = None) -> "Opening":
+        """Load the config, open the store and the audit log, settle the
+        conversation (:func:`settle`). Raises :class:`SessionError` (and
+        :class:`wisp.core.config.ConfigError` for a bad config file)."""
+        config = config or Config.load()
+        if options.profile:
+            config.use_profile(options.profile)  # ConfigError names the profiles there are
+        store = await open_store(config.db_path)
+        try:
+            await store.recover_open_turns()
+            audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
+                             max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+            plan = await settle(options, config, store)
+            return cls(options, config, store, audit, plan)
+        except BaseException:
+            await store.close()
+            raise
+
+    async def build(self) -> "Session":
+        """Build the session's parts, each once (:class:`Session`), with the
+        tools of the MCP servers the conversation names (listed from the tool
+        cache when it can be; issue 15). If that raises, the store is still
+        open: :meth:`close` it."""
+        from .mcp import McpServers
+
+        mcp = McpServers.from_config(self.config, self.plan.workdir)
+        try:
+            mcp_tools, _ = await mcp.tools_for(self.plan.tool_choice.names)
+            return Session(self.options, self.config, self.store, self.audit, self.plan, mcp, tuple(mcp_tools))
+        except BaseException:
+            await mcp.close()
+            raise
+
+    async def close(self) -> None:
+        """Close the store (an opening that will not be built)."""
+        await self.store.close()
+
+
 class Session:
     """An open session. Use ``async with await Session.open(options)`` or call
     :meth:`close`.
@@ -191,7 +200,21 @@ class Session:
     """
 
     def __init__(self, options: SessionOptions, config: Config, store: Store, audit: AuditLog, plan: Plan,
-                 mcp: McpServers | None = None, mcp_tools: tuple[Tool, ...] = ()):
+                 mcp: "McpServers | None" = None, mcp_tools: "tuple[Tool, ...]" = ()):
+        from .agent import Agent
+        from .context.composer import Room
+        from .context.manager import ContextManager
+        from .context.notes import ModelNotes
+        from .episodes.capture import Capture, Origin
+        from .mcp import McpServers
+        from .memory.verbs import MemoryBinding
+        from .model.link import ModelLink
+        from .context.shapes import ShapeBook
+        from .model.sidecall import LinkSideCall, ShapeForms
+        from .tool_names import mcp_parts
+        from .tools.approval import Approvals, WorkspaceAllowList
+        from .tools.registry import build_registry
+
         self.options = options
         self.config = config
         self.store = store
@@ -203,7 +226,7 @@ class Session:
         if options.model:
             self.link.choose_model(options.model)
         # a side call that needs a shape remembers, per endpoint, which form the server takes
-        self.side_call: SideCall = options.side_call or LinkSideCall(self.link, ShapeForms(ShapeBook(store)))
+        self.side_call: "SideCall" = options.side_call or LinkSideCall(self.link, ShapeForms(ShapeBook(store)))
         self.notes = ModelNotes.over(store, audit)
         room = Room()  # the tokens the last request left: the context keeps it, the memory tool reads it
         # MCP servers' tools were listed by open() (issue 15); they join as ready-made tools
@@ -286,7 +309,9 @@ class Session:
     def context_window(self) -> int | None:
         return self.link.context_window
 
-    def _settings(self) -> AgentSettings:
+    def _settings(self) -> "AgentSettings":
+        from .agent import AgentSettings
+
         return AgentSettings(max_steps=int(self.config.get("agent.max_steps")),
                              think=str(self.config.get("model.think")),
                              max_tokens=self.config.get("model.max_tokens"))
@@ -296,28 +321,15 @@ class Session:
     @classmethod
     async def open(cls, options: SessionOptions, config: Config | None = None) -> "Session":
         """Load the config, open the store and the audit log, settle the
-        conversation (:func:`settle`), then build the session. Raises
+        conversation (:func:`settle`), then build the session
+        (:meth:`Opening.start`, then :meth:`Opening.build`). Raises
         :class:`SessionError` (and :class:`wisp.core.config.ConfigError` for a
         bad config file)."""
-        config = config or Config.load()
-        if options.profile:
-            config.use_profile(options.profile)  # ConfigError names the profiles there are
-        store = await open_store(config.db_path)
+        opening = await Opening.start(options, config)
         try:
-            await store.recover_open_turns()
-            audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
-                             max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
-            plan = await settle(options, config, store)
-            mcp = McpServers.from_config(config, plan.workdir)
-            try:
-                # only the servers the conversation names, each from the tool cache when it can be (issue 15)
-                mcp_tools, _ = await mcp.tools_for(plan.tool_choice.names)
-                return cls(options, config, store, audit, plan, mcp, tuple(mcp_tools))
-            except BaseException:
-                await mcp.close()
-                raise
+            return await opening.build()
         except BaseException:
-            await store.close()
+            await opening.close()
             raise
 
     async def __aenter__(self) -> "Session":
@@ -369,6 +381,8 @@ class Session:
         :meth:`wisp.core.store.Store.begin_turn` (one transaction), so two
         processes started at the same instant cannot both pass it.
         """
+        from . import events as ev
+
         conversation = await self.ensure_conversation()
         self.agent.settings = self._settings()
         self.link.refresh()
@@ -383,10 +397,12 @@ class Session:
                     yield ev.McpServerFailed(str(item.meta.get("mcp_server")), str(item.meta["mcp_failure"]))
         await self.store.touch_conversation(conversation)
 
-    async def refine_memory(self) -> RefineReport | None:
+    async def refine_memory(self) -> "RefineReport | None":
         """One run of episodic memory's refinement through this session's
         model (the TUI's timer). Never raises; ``None`` on an unexpected
         failure (issue "Episodic memory")."""
+        from .episodes.refine import refine_with
+
         return await refine_with(self.store, self.config, self.side_call, trigger="tui")
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "Entry",
     "SearchHit",
     "Store",
+    "conversation_exists",
     "fts_query",
     "utc_now",
 ]
@@ -214,6 +215,27 @@ def _owner() -> str:
 
 #: The text added to a tool result that was still streaming when its process died.
 RECOVERED_OUTPUT = "[wisp exited before this ended; the output so far is kept]"
+
+
+def conversation_exists(path: str | os.PathLike[str], conversation_id: int) -> bool:
+    """Whether the database at ``path`` holds conversation ``conversation_id``:
+    one read with the standard library's sqlite3, read-only, with no
+    migration, so a command line can be checked before anything opens the
+    store (``wisp --resume ID`` stops before the screen opens; issue 12,
+    "Paint first, then open"). False when the file or its tables are not
+    there yet, or the id cannot be stored."""
+    p = Path(path).expanduser()
+    if not p.exists() or not fits([conversation_id]):
+        return False
+    try:
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            row = db.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return row is not None
 
 
 # --- records ------------------------------------------------------------------
@@ -859,6 +881,20 @@ class Store:
         rows = await self._all(sql + " ORDER BY number DESC LIMIT ?", params)
         return [_turn(r) for r in reversed(rows)]
 
+    async def turns_after(self, conversation_id: int, after_number: int, limit: int, *,
+                          versions: bool = False) -> list[Turn]:
+        """Up to ``limit`` current turns numbered above ``after_number``, in
+        ascending order (one query): the page below the turns a view shows,
+        and the turns a running summary does not cover (issue 12, "Open what
+        is seen", "Compose incrementally"). A turn a ``/retry`` or ``/edit``
+        replaced is left out, as in :meth:`turns`; ``versions=True`` gives
+        every turn."""
+        sql = f"SELECT {_TURN_COLS} FROM turns WHERE conversation_id = ? AND number > ?"
+        if not versions:
+            sql += " AND superseded_by IS NULL"
+        rows = await self._all(sql + " ORDER BY number LIMIT ?", (conversation_id, after_number, max(0, int(limit))))
+        return [_turn(r) for r in rows]
+
     async def turn_versions(self, conversation_id: int) -> dict[int, list[int]]:
         """The versions of each turn that has more than one: ``{current
         turn number: [first version's number, …, current number]}``
@@ -1143,6 +1179,18 @@ class Store:
                 (conversation_id, turn_id),
             )
         return [_entry(r) for r in rows]
+
+    async def last_prompts(self, conversation_id: int, limit: int = 200) -> list[str]:
+        """The conversation's last ``limit`` prompts' texts, oldest first: one
+        query over the prompts alone (issue 12: the prompt history is loaded
+        without reading every entry of the last turns); the prompts of turns
+        a ``/retry`` or ``/edit`` replaced are left out, as the transcript
+        leaves those turns out."""
+        rows = await self._all(
+            "SELECT e.content FROM entries e LEFT JOIN turns t ON t.id = e.turn_id"
+            " WHERE e.conversation_id = ? AND e.kind = 'prompt' AND t.superseded_by IS NULL"
+            " ORDER BY e.number DESC LIMIT ?", (conversation_id, max(0, int(limit))))
+        return [r[0] or "" for r in reversed(rows)]
 
     async def turn_entries(self, turn_ids: Iterable[int]) -> dict[int, list[Entry]]:
         """The entries of many turns at once: ``{turn_id: [entries in number

@@ -19,7 +19,7 @@ from typing import Any
 from . import events as ev
 from .streamed import STREAMING
 
-__all__ = ["TurnView", "TranscriptPage", "load_page", "load_turn", "prompt_history", "turn_events"]
+__all__ = ["TurnView", "TranscriptPage", "load_page", "load_after", "load_turn", "prompt_history", "turn_events"]
 
 #: Turn states that end a turn; an ``open`` turn (still running, or its process died) has no end yet.
 _ENDED = ("done", "stopped", "error", "cut")
@@ -44,10 +44,12 @@ class TurnView:
 
 @dataclass
 class TranscriptPage:
-    """Turns in ascending order and ``earlier``, the count of turns before them."""
+    """Turns in ascending order, ``earlier`` (the count of turns before
+    them) and ``later`` (the count after them, when known; 0 otherwise)."""
 
     turns: list[TurnView]
     earlier: int
+    later: int = 0
 
 
 async def load_page(store: Any, conversation_id: int, limit: int = 50,
@@ -80,10 +82,29 @@ async def load_turn(store: Any, conversation_id: int, number: int) -> TurnView |
                     turn.error, chain, turn.superseded_by)
 
 
+async def load_after(store: Any, conversation_id: int, after_number: int, limit: int = 50) -> TranscriptPage:
+    """The ``limit`` current turns after turn ``after_number`` with their
+    entries and versions, how many come before them and how many after
+    (issue 12: a view that shows a window of a long conversation loads the
+    page below it). Five queries whatever the length; a turn a ``/retry`` or
+    ``/edit`` replaced is not among them, nor counted (as :func:`load_page`)."""
+    turns = await store.turns_after(conversation_id, after_number, limit)
+    if not turns:
+        earlier = await store.count_turns(conversation_id, before_number=after_number + 1, versions=False)
+        return TranscriptPage([], earlier, 0)
+    by_turn = await store.turn_entries([t.id for t in turns])
+    versions = await store.turn_versions(conversation_id)
+    views = [TurnView(t.number, t.state, by_turn.get(t.id, []), conversation_id, t.error,
+                      versions.get(t.number, [])) for t in turns]
+    earlier = await store.count_turns(conversation_id, before_number=turns[0].number, versions=False)
+    total = await store.count_turns(conversation_id, versions=False)
+    return TranscriptPage(views, earlier=earlier, later=max(0, total - earlier - len(turns)))
+
+
 async def prompt_history(store: Any, conversation_id: int, limit: int = 200) -> list[str]:
-    """The conversation's last ``limit`` prompts, oldest first, for Up/Down."""
-    page = await load_page(store, conversation_id, limit=limit)
-    return [e.content for t in page.turns for e in t.entries if e.kind == "prompt"]
+    """The conversation's last ``limit`` prompts, oldest first, for Up/Down
+    (one query over the prompts: :meth:`wisp.core.store.Store.last_prompts`)."""
+    return await store.last_prompts(conversation_id, limit)
 
 
 def turn_events(turn: TurnView) -> list[ev.AgentEvent]:

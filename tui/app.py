@@ -6,6 +6,14 @@ renders the :mod:`wisp.core.events` that come back, through the chat pane
 (:class:`~wisp.tui.widgets.ChatPane`), the status bar and the side panels.
 Stored turns are drawn by the same chat pane method as live ones.
 
+Paint first, then open (issue 12, "Fast at every size"): the first frame
+needs only Textual and wisp's own screen. The session (the store, the
+tools, the context, the agent), the endpoint, the slash commands, the
+modal screens and episodic refinement are imported and opened after the
+first paint, or when first used. A stored conversation is shown from its
+last turns, as many as fill the screen; earlier ones come as the person
+scrolls up.
+
 Every handler, action and worker answers a crash with an error line in the
 chat and goes on (issue 11, "Every path answers"; :mod:`wisp.tui.guard`).
 """
@@ -13,35 +21,44 @@ chat and goes on (issue 11, "Every path answers"; :mod:`wisp.tui.guard`).
 from __future__ import annotations
 
 import asyncio
+import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Collapsible
 from textual.worker import Worker, WorkerState
 
 from wisp.core.text import terminal_safe
-from wisp.core import events as ev
-from wisp.core.commands import command_for, is_command, run_command
-from wisp.core.config import Config
-from wisp.core.context.compaction import CompactError, CompactPreview, apply_compaction
-from wisp.core.context.summary import turn_ranges
-from wisp.core.episodes.refine import REFINE_INTERVAL_S
-from wisp.core.session import Session, SessionOptions
-from wisp.core.transcript import load_page, prompt_history
 from wisp.themes import STYLESHEET
 
 from .conversation_actions import ConversationActions
+
 from .guard import Guarded
-from .screens import ApprovalScreen, CompactScreen, HelpScreen, MemoryScreen, view_for
-from .widgets import ChatPane, CommandOutput, ContextSidebar, Notice, PromptInput, StatusBar, UserMessage
+from .widgets.chat_pane import ChatPane
+from .widgets.context_sidebar import ContextSidebar
+from .widgets.notice import Notice
+from .widgets.prompt_input import PromptInput
+from .widgets.status_bar import StatusBar
+from .widgets.user_message import UserMessage
 
-__all__ = ["WispApp", "PAGE_TURNS"]
+if TYPE_CHECKING:
+    from wisp.core import events as ev
+    from wisp.core.config import Config
+    from wisp.core.session import Session, SessionOptions
 
-PAGE_TURNS = 50  # turns rendered at a time
+__all__ = ["WispApp", "PAGE_TURNS", "FIRST_PAGE_TURNS"]
+
+#: Turns loaded at a time when the person scrolls up (or presses "Show earlier turns").
+PAGE_TURNS = 20
+#: Turns loaded from the store when a conversation opens; of them, the chat pane mounts those that
+#: fill the screen and keeps the rest for the first scroll up.
+FIRST_PAGE_TURNS = 20
+#: The agent's events are drawn without stopping to paint; after this long (seconds) of events that
+#: did not wait for the network, the turn's worker lets the screen paint once.
+YIELD_EVERY_S = 1 / 60
 
 
 class WispApp(ConversationActions, Guarded, App[int]):
@@ -71,15 +88,23 @@ class WispApp(ConversationActions, Guarded, App[int]):
         Binding("ctrl+t", "cycle_theme", "Next theme", show=False, priority=True),
     ]
 
-    def __init__(self, options: SessionOptions | None = None, config: Config | None = None,
+    def __init__(self, options: "SessionOptions | None" = None, config: "Config | None" = None,
                  connect: bool = True) -> None:
         super().__init__()
-        self.options = options or SessionOptions()
+        if options is None:
+            from wisp.core.session_options import SessionOptions
+
+            options = SessionOptions()
+        self.options = options
         if self.options.ask is None:  # commands wait for the person's say (tui/approval.py)
             self.options.ask = self.ask_approval
         self._config = config
         self._connect = connect
-        self.session: Session | None = None
+        self.session: "Session | None" = None
+        # wisp's dark and light themes, config ui.theme (issue 16), before the first frame, so the
+        # stylesheet is built once, in wisp's colours
+        self.setup_themes()
+        self._store: Any = None  # the store, from the moment it opens (before the session is built)
         self.turn_worker: Worker[Any] | None = None
         self._first_shown: int | None = None
         self._last_turn_shown = 0
@@ -87,6 +112,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
         self.ready = asyncio.Event()
         # the main screen's widgets, kept so that they are found while a modal screen is up
         self._chat = ChatPane(id="chat")
+        self._chat.turns_drawn = self.mount_version_bars  # a bar under each stored turn with versions (issue 16)
         self._sidebar = ContextSidebar(id="context-sidebar")
         self._prompt = PromptInput(id="prompt")
         self._status = StatusBar(id="status")
@@ -115,36 +141,68 @@ class WispApp(ConversationActions, Guarded, App[int]):
         return self._sidebar
 
     async def on_mount(self) -> None:
-        self.setup_themes()  # wisp's dark and light themes, config ui.theme (issue 16)
         self.prompt_input.focus()
-        self.start_session()
-        # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
-        self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
+        self.memory_refine_timer: Any = None
+        # paint first, then open: the session starts once the first frame is on screen
+        self.call_after_refresh(self.start_session)
 
     @work(exclusive=True, group="session", exit_on_error=False)
     async def start_session(self) -> None:
-        """Open the session, show the stored conversation, then connect."""
+        """Open the session, show the stored conversation, then connect.
+
+        The store opens and the conversation is settled and shown first
+        (:class:`wisp.core.session.Opening`); the rest of the session (the
+        tools, the context, the agent, the model link) is built after the
+        last turns are on screen."""
         try:
+            from wisp.core.session import Opening
+
             try:
-                self.session = await Session.open(self.options, self._config)
+                opening = await Opening.start(self.options, self._config)
             except Exception as exc:  # a bad config or unknown conversation: say so, stay open
                 await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
                 self.status.state = "error"
                 return
-            s = self.session
-            self.status.conversation = s.conversation_id
-            self.apply_theme()
-            for problem in getattr(s, "startup_problems", []):
+            self._store = opening.store
+            conversation = opening.plan.conversation_id
+            self.status.conversation = conversation
+            agents = opening.plan.agents_md
+            for problem in (agents.problems if agents is not None else []):
                 await self.chat.add(Notice(problem, "warning"))
-            await self.show_start()  # --continue's note, the welcome, the profile (issue 16)
-            if s.conversation_id is not None:
-                await self.show_page(s.conversation_id)
-                self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
+            if opening.plan.note:  # which conversation --continue took (issue 16)
+                await self.chat.add(Notice(opening.plan.note))
+            if conversation is not None:
+                from wisp.core.transcript import prompt_history
+
+                await self.show_page(conversation)
+                self.prompt_input.prompt_history = await prompt_history(opening.store, conversation)
+            try:
+                self.session = await opening.build()
+            except Exception as exc:
+                await opening.close()
+                await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
+                self.status.state = "error"
+                return
+            s = self.session
+            self.apply_theme()
+            for problem in s.mcp.problems:  # AGENTS.md's were shown with the conversation
+                await self.chat.add(Notice(problem, "warning"))
+            await self.show_start(notes=False)  # the welcome, the profile (issue 16); the note is shown
+            from wisp.core.episodes.refine import REFINE_INTERVAL_S
+
+            # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
+            self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
             self.refresh_context()
             if self._connect:
                 await self.connect()
         finally:
             self.ready.set()
+
+    def _conversation_shown(self) -> int | None:
+        """The conversation on screen (known before the session is built)."""
+        if self.session is not None:
+            return self.session.conversation_id
+        return self.status.conversation
 
     async def connect(self) -> bool:
         """Resolve the endpoint; show which model and endpoint, or why none."""
@@ -161,47 +219,114 @@ class WispApp(ConversationActions, Guarded, App[int]):
         if ok:
             for notice in said:  # "Starting the embedded model…" is done: the status bar says what runs
                 await notice.remove()
+        else:  # why, in the chat, in the same frame as the status bar's "no endpoint"
+            await self.chat.add(Notice(self.session.endpoint_error or "no endpoint", "error"))
         self.status.endpoint = self.session.endpoint_label
         self.status.model = self.session.model_name
         self.status.window = self.session.context_window
         self.update_welcome()
-        if ok:
-            self.status.state = "ready"
-        else:
-            self.status.state = "no endpoint"
-            await self.chat.add(Notice(self.session.endpoint_error or "no endpoint", "error"))
+        self.status.state = "ready" if ok else "no endpoint"
         return ok
 
     async def show_page(self, conversation_id: int, before: int | None = None) -> None:
-        """Draw a page of stored turns: the last ones, or (``before``) those
-        above the first shown."""
-        assert self.session is not None
-        page = await load_page(self.session.store, conversation_id, PAGE_TURNS, before)
-        await self.chat.show_turns(page.turns, above=before is not None)
-        await self.mount_version_bars(page.turns)
-        if page.turns:
-            self._first_shown = page.turns[0].number
-            self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number)
-        if page.earlier:
-            await self.chat.show_earlier_button(page.earlier)
-        else:
-            await self.chat.hide_earlier_button()
+        """Draw stored turns: the last ones (as many as fill the screen; the
+        rest of the first page is kept for the first scroll up), or
+        (``before``) a page of those above the first shown."""
+        from wisp.core.transcript import load_page
+
+        store = self._store
         if before is None:
+            page = await load_page(store, conversation_id, FIRST_PAGE_TURNS)
+            self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number) if page.turns else 0
+            kept = await self.chat.show_last_turns(page.turns)
             self.chat.anchor()
+            if page.turns:
+                self._first_shown = page.turns[0].number
+        else:
+            page = await load_page(store, conversation_id, PAGE_TURNS, before)
+            kept = 0
+            await self.chat.show_turns(page.turns, above=True)
+            if page.turns:
+                self._first_shown = page.turns[0].number
+        await self.chat.note_earlier(page.earlier + kept)
 
     async def on_chat_pane_load_earlier(self, message: ChatPane.LoadEarlier) -> None:
-        if self.session and self.session.conversation_id and self._first_shown:
-            await self.show_page(self.session.conversation_id, before=self._first_shown)
+        """The person scrolled up to the first turn shown, or asked for earlier turns."""
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation:
+            return
+        if not await self.chat.show_kept_turns(PAGE_TURNS):  # the rest of the first page, loaded already
+            first = self.chat.first_turn_shown or self._first_shown  # none shown: after /clear
+            if first is not None and self.chat.earlier:
+                await self.show_page(conversation, before=first)
+        self.chat.loaded()
+
+    async def on_chat_pane_load_later(self, message: ChatPane.LoadLater) -> None:
+        """The person scrolled down to the last stored turn of a window that stops short of the end."""
+        from wisp.core.transcript import load_after
+
+        conversation = self._conversation_shown()
+        last = self.chat.last_turn_shown
+        if self._store is None or not conversation or last is None or not self.chat.later:
+            return
+        page = await load_after(self._store, conversation, last, PAGE_TURNS)
+        await self.chat.note_later(page.later)
+        await self.chat.show_turns(page.turns)
+        self.chat.loaded()
+
+    async def show_first_turns(self) -> None:
+        """Ctrl+Home: the conversation's first turns (the window jumps there)."""
+        from wisp.core.transcript import load_after
+
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation or not self.chat.earlier or self.chat.streaming:
+            return
+        page = await load_after(self._store, conversation, 0, PAGE_TURNS)
+        await self.chat.show_window(page.turns, earlier=0, later=page.later)
+
+    async def show_turns_around(self, turn: int) -> bool:
+        """Show stored turn ``turn`` (and the turns after it, a page): the
+        window jumps there unless it is shown already (``/search``'s jump).
+        False when there is no such current turn."""
+        from wisp.core.transcript import load_after
+
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation:
+            return False
+        if list(self.chat.log_column.query(f".turn-{turn}")):
+            return True
+        page = await load_after(self._store, conversation, turn - 1, PAGE_TURNS)
+        if not page.turns or page.turns[0].number != turn:
+            return False
+        self.chat.release_anchor()
+        await self.chat.show_window(page.turns, earlier=page.earlier, later=page.later)
+        return True
+
+    async def show_last_turns(self) -> None:
+        """Ctrl+End, or a prompt sent while the window stops short of the end: the last turns again."""
+        conversation = self._conversation_shown()
+        if self._store is None or not conversation or not self.chat.later or self.chat.streaming:
+            return
+        from wisp.core.transcript import load_page
+
+        page = await load_page(self._store, conversation, PAGE_TURNS)
+        await self.chat.show_window(page.turns, earlier=page.earlier, later=0)
 
     # --- input -----------------------------------------------------------
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         text = message.text
+        if self.chat.later:  # the window of stored turns stops short of the end: show the end again
+            await self.show_last_turns()
         self.chat.anchor()  # the person sent something: follow the end again
         if self.session is None:
             await self.chat.add(Notice("wisp is still starting; try again in a moment.", "warning"))
             return
+        from wisp.core.commands import is_command, run_command  # the commands load on first use
+
         if is_command(text):
+            from wisp.core.commands import command_for
+
             command = command_for(text)
             if command is not None and command.asks_model:  # /compact: its side call must not freeze the screen
                 if self.turn_worker is not None and self.turn_worker.is_running:
@@ -220,6 +345,11 @@ class WispApp(ConversationActions, Guarded, App[int]):
 
     async def show_command_result(self, text: str, result: Any) -> None:
         """Show a slash command's result: its action, its view, or its text in the chat."""
+        from wisp.core.context.compaction import CompactPreview
+
+        from .screens import CompactScreen, MemoryScreen, view_for
+        from .widgets.command_output import CommandOutput
+
         assert self.session is not None
         self.refresh_context()  # /fact, /task … change what the panels show
         self.after_command(text, result)
@@ -245,6 +375,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
     async def run_model_command(self, text: str) -> None:
         """A command that asks the model (``/compact``), run beside the
         screen, with a line saying it waits for the model."""
+        from wisp.core.commands import run_command
+
         assert self.session is not None
         waiting = Notice("Asking the model for a summary to preview (nothing changes until you apply it)…")
         await self.chat.add(waiting)
@@ -256,6 +388,11 @@ class WispApp(ConversationActions, Guarded, App[int]):
 
     async def compact_answered(self, preview: Any, answer: str | None) -> None:
         """The preview's answer: ``"apply"`` records its summary (through the core); anything else cancels."""
+        from wisp.core.context.compaction import CompactError, apply_compaction
+        from wisp.core.context.summary import turn_ranges
+
+        from .widgets.command_output import CommandOutput
+
         assert self.session is not None
         if answer != "apply":
             await self.chat.add(CommandOutput("`/compact`\n\nCancelled: nothing changed.", error=False))
@@ -280,6 +417,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
         """Run one turn and draw its events as they come; Esc (cancelling
         this worker) ends it as stopped. ``supersedes``: the turn it asks
         again in place of (``/retry``, ``/edit``)."""
+        from wisp.core import events as ev
+
         assert self.session is not None
         s = self.session
         await self.dismiss_welcome()  # the first prompt: the welcome goes (issue 16)
@@ -293,14 +432,31 @@ class WispApp(ConversationActions, Guarded, App[int]):
         self.status.state = "streaming"
         final_state = "error"
         turn = 0
+        # The agent reads the stream as fast as the endpoint sends: a text delta is only handed to the
+        # reply, which draws what arrived at most once a frame, so nothing here waits for the screen.
+        # Events that came without waiting for the network let the screen paint every YIELD_EVERY_S.
+        clock = time.perf_counter
+        since = clock()
+        text_delta, thinking_delta = ev.TextDelta, ev.ThinkingDelta
         try:
             turns = s.run_turn(text) if supersedes is None else s.run_turn(text, supersedes=supersedes)
             async for item in turns:
-                if isinstance(item, ev.TurnStarted):
-                    turn = item.turn
-                elif isinstance(item, ev.TurnEnded):
-                    final_state = item.state
-                await self.show_agent_event(item)
+                kind = type(item)
+                if kind is text_delta or kind is thinking_delta:
+                    try:
+                        await self.chat.show_event(item)
+                    except Exception as error:  # drawn wrong: reported, and the turn goes on
+                        self.report_crash(error, f"drawing {kind.__name__}")
+                else:
+                    if kind is ev.TurnStarted:
+                        turn = item.turn
+                    elif kind is ev.TurnEnded:
+                        final_state = item.state
+                    await self.show_agent_event(item)
+                now = clock()
+                if now - since > YIELD_EVERY_S:
+                    await asyncio.sleep(0)
+                    since = clock()
         except asyncio.CancelledError:
             final_state = "stopped"
             await self.show_agent_event(ev.TurnEnded(turn, "stopped"))
@@ -313,6 +469,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
     async def show_agent_event(self, item: ev.AgentEvent) -> None:
         """Draw one event of the live turn: in the chat, the status bar and
         the panels. An event drawn wrong is reported, and the turn goes on."""
+        from wisp.core import events as ev
+
         try:
             if isinstance(item, ev.TurnStarted):
                 self.status.conversation = item.conversation
@@ -351,6 +509,10 @@ class WispApp(ConversationActions, Guarded, App[int]):
     async def action_inspect_context(self) -> None:
         """F5: the same view as /inspect context (F6 selects a line in the prompt)."""
         if self.session is not None:
+            from wisp.core.commands import run_command
+
+            from .screens import view_for
+
             result = await run_command(self.session, "/inspect context")
             view = view_for(result)
             if view is not None:
@@ -368,6 +530,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
         """Ask the person about a command in the approval modal; returns
         ``(choice, prefix)`` (see :class:`~wisp.tui.screens.ApprovalScreen`).
         A stopped turn closes the modal."""
+        from .screens.approval import ApprovalScreen
+
         answer: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
         screen = ApprovalScreen(request)
 
@@ -397,6 +561,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
         missing = count - self._last_turn_shown
         if missing <= 0:
             return
+        from wisp.core.transcript import load_page
+
         page = await load_page(s.store, s.conversation_id, limit=min(missing, PAGE_TURNS))
         await self.chat.add(Notice(f"{missing} turn{'s' if missing > 1 else ''} added by another wisp "
                                    "process since this one opened:", "warning"))
@@ -446,15 +612,27 @@ class WispApp(ConversationActions, Guarded, App[int]):
             return False
         return True
 
-    def action_scroll_chat(self, where: str) -> None:
+    async def action_scroll_chat(self, where: str) -> None:
         """PageUp/PageDown/Ctrl+Home/Ctrl+End scroll the conversation from the
-        prompt (scrolling up lets go of the end; Ctrl+End follows it again)."""
+        prompt (scrolling up lets go of the end; Ctrl+End follows it again).
+        Ctrl+Home goes to the conversation's first turn, Ctrl+End to its last,
+        however many turns are not shown."""
         chat = self.chat
+        if where == "home" and chat.earlier and not chat.streaming:
+            chat.release_anchor()  # going to the start: stop following the end
+            await self.show_first_turns()
+            chat.call_after_refresh(chat.scroll_home, animate=False, immediate=True)
+            return
+        if where == "end" and chat.later and not chat.streaming:
+            await self.show_last_turns()
+            chat.anchor()
         {"page_up": chat.scroll_page_up, "page_down": chat.scroll_page_down,
          "home": chat.scroll_home, "end": chat.scroll_end}[where](animate=False)
 
     def action_toggle_blocks(self) -> None:
         """Ctrl+O: open or close the tool and thinking blocks of the last reply."""
+        from textual.widgets import Collapsible
+
         reply = self.chat.last_reply
         if reply is None:
             return
@@ -474,6 +652,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
             event.stop()
 
     def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
         self.push_screen(HelpScreen())
 
     def action_stop(self) -> None:
@@ -502,6 +682,9 @@ class WispApp(ConversationActions, Guarded, App[int]):
         if self.session is not None:
             await self.session.close()
             self.session = None
+        elif self._store is not None:  # opened, never built (wisp quit while it was opening)
+            await self._store.close()
+        self._store = None
 
     async def on_unmount(self) -> None:
         await self.close_session()

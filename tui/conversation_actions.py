@@ -16,17 +16,22 @@ stored turns come from :mod:`wisp.core.transcript`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wisp.core.command_base import CommandResult
-from wisp.core.commands import run_command
 from wisp.core.config import WISP_THEMES as WISP_THEME_NAMES
-from wisp.core.transcript import TurnView, load_turn, turn_events
 from wisp.themes import WISP_THEMES, resolve_theme
 
 from .guard import Guarded
-from .screens import HistorySearchScreen, ModelPickerScreen, SearchResultsScreen
-from .widgets import AssistantMessage, CommandOutput, Notice, TurnRenderer, UserMessage, VersionBar, Welcome
+
+if TYPE_CHECKING:
+    from wisp.core.command_base import CommandResult
+    from wisp.core.transcript import TurnView
+
+    from .widgets.version_bar import VersionBar
+    from .widgets.welcome import Welcome
+
+# The commands, the transcript, the screens and the widgets this mixin uses are imported where they
+# are used: wisp.tui.app imports this module before its first frame (issue 12, "Paint first, then open").
 
 __all__ = ["ConversationActions", "FOUND_SECONDS"]
 
@@ -42,7 +47,7 @@ class ConversationActions(Guarded):
 
     #: The turn ``/edit`` gave back to the input: sending replaces it; ``None`` otherwise.
     editing: int | None = None
-    _welcome: Welcome | None = None
+    _welcome: "Welcome | None" = None
 
     # --- starting ------------------------------------------------------------------------
 
@@ -52,11 +57,15 @@ class ConversationActions(Guarded):
             self.register_theme(theme)  # type: ignore[attr-defined]
         self.apply_theme()
 
-    async def show_start(self) -> None:
+    async def show_start(self, *, notes: bool = True) -> None:
         """After the session opened: say which conversation ``--continue``
-        took, greet an empty conversation, name the profile in use."""
+        took (unless ``notes`` is false: the app said it as the conversation
+        opened), greet an empty conversation, name the profile in use."""
+        from .widgets.notice import Notice
+        from .widgets.welcome import Welcome
+
         s = self.session  # type: ignore[attr-defined]
-        for note in getattr(s, "startup_notes", []):
+        for note in getattr(s, "startup_notes", []) if notes else []:
             await self.chat.add(Notice(note))  # type: ignore[attr-defined]
         self.status.profile = s.profile  # type: ignore[attr-defined]
         if s.conversation_id is None or not await s.store.count_turns(s.conversation_id):
@@ -87,6 +96,9 @@ class ConversationActions(Guarded):
         :attr:`~wisp.core.command_base.CommandResult.action`). Returns True
         when the result needs nothing more shown; False to show its text as
         usual."""
+        from .widgets.command_output import CommandOutput
+        from .widgets.notice import Notice
+
         action = result.action
         if result.error or action is None:
             return False
@@ -179,6 +191,8 @@ class ConversationActions(Guarded):
 
     async def clear_chat(self) -> None:
         """Clear the screen; the record stays, and "Show earlier turns" brings it back."""
+        from .widgets.notice import Notice
+
         chat = self.chat  # type: ignore[attr-defined]
         if self.turn_worker is not None and self.turn_worker.is_running:  # type: ignore[attr-defined]
             await chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
@@ -195,6 +209,8 @@ class ConversationActions(Guarded):
 
     async def before_turn_shown(self, supersedes: int | None) -> None:
         """A turn starts: the welcome goes; a turn it replaces leaves the screen (with its bar)."""
+        from .widgets.version_bar import VersionBar
+
         await self.dismiss_welcome()
         if supersedes is not None:
             for widget in list(self.chat.log_column.query(f".turn-{supersedes}")):  # type: ignore[attr-defined]
@@ -205,6 +221,8 @@ class ConversationActions(Guarded):
 
     async def after_turn_shown(self, turn: int, supersedes: int | None) -> None:
         """A turn that replaced another ended: its bar says which version it is."""
+        from wisp.core.transcript import load_turn
+
         if supersedes is None or not turn:
             return
         s = self.session  # type: ignore[attr-defined]
@@ -214,11 +232,15 @@ class ConversationActions(Guarded):
 
     async def mount_version_bars(self, turns: list[TurnView]) -> None:
         """Stored turns were drawn: a bar under each that has versions."""
+        from .widgets.version_bar import VersionBar
+
         for view in turns:
             if len(view.versions) > 1 and not any(b.slot == view.number for b in self.chat.query(VersionBar)):  # type: ignore[attr-defined]
                 await self._mount_bar(view.versions, view.number)
 
     async def _mount_bar(self, versions: list[int], shown: int) -> None:
+        from .widgets.version_bar import VersionBar
+
         widgets = list(self.chat.log_column.query(f".turn-{shown}"))  # type: ignore[attr-defined]
         bar = VersionBar(versions, shown)
         if widgets:
@@ -232,6 +254,9 @@ class ConversationActions(Guarded):
 
     async def show_version(self, bar: VersionBar, number: int) -> None:
         """Draw version ``number`` (a turn) where ``bar``'s shown version is."""
+        from wisp.core.transcript import load_turn, turn_events
+        from .turn_renderer import TurnRenderer
+
         s = self.session  # type: ignore[attr-defined]
         view = await load_turn(s.store, s.conversation_id, number)
         if view is None:
@@ -261,6 +286,8 @@ class ConversationActions(Guarded):
 
     async def action_copy_reply(self) -> None:
         """Ctrl+Y: copy the last reply (as /copy)."""
+        from wisp.core.commands import run_command
+
         if self.session is None:  # type: ignore[attr-defined]
             return
         result = await run_command(self.session, "/copy")  # type: ignore[attr-defined]
@@ -271,6 +298,10 @@ class ConversationActions(Guarded):
 
     def pick_model(self, models: list[str], current: str) -> None:
         """The model picker; a pick runs ``/model NAME``."""
+        from wisp.core.commands import run_command
+        from .screens import ModelPickerScreen
+        from .widgets.command_output import CommandOutput
+
         s = self.session  # type: ignore[attr-defined]
 
         async def picked(name: str | None) -> None:
@@ -283,6 +314,8 @@ class ConversationActions(Guarded):
 
     async def show_hits(self, result: CommandResult) -> bool:
         """``/search``: jump to the one hit, or pick among several."""
+        from .screens import SearchResultsScreen
+
         hits = list((result.data or {}).get("hits") or [])
         if not hits:
             return False
@@ -301,16 +334,15 @@ class ConversationActions(Guarded):
 
     async def jump_to(self, turn: int, kind: str) -> None:
         """Scroll the chat to turn ``turn`` (its reply, or its prompt),
-        loading earlier pages until it is drawn, and mark it a moment."""
-        s = self.session  # type: ignore[attr-defined]
+        showing it first when the window of turns on screen does not hold it
+        (issue 12, "Open what is seen"), and mark it a moment."""
+        from .widgets.assistant_message import AssistantMessage
+        from .widgets.notice import Notice
+        from .widgets.user_message import UserMessage
+
         chat = self.chat  # type: ignore[attr-defined]
-        for _ in range(1000):  # a page at a time, up to the turn
-            first = self._first_shown
-            if first is None or turn >= first or chat.earlier_button is None:
-                break
-            await self.show_page(s.conversation_id, before=first)  # type: ignore[attr-defined]
-            if self._first_shown == first:
-                break
+        # the chat shows a window of a long conversation: it jumps to the turn unless it is shown
+        await self.show_turns_around(turn)  # type: ignore[attr-defined]
         widgets = list(chat.log_column.query(f".turn-{turn}"))
         wanted = AssistantMessage if kind == "reply" else UserMessage
         target = next((w for w in widgets if isinstance(w, wanted)), widgets[0] if widgets else None)
@@ -324,6 +356,8 @@ class ConversationActions(Guarded):
 
     def action_history_search(self) -> None:
         """Ctrl+R: search the prompts sent; a pick goes back in the input."""
+        from .screens import HistorySearchScreen
+
         prompt = self.prompt_input  # type: ignore[attr-defined]
         if len(self.screen_stack) > 1:  # type: ignore[attr-defined]  # a view is open over the chat
             return

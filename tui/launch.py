@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from wisp.core.cli import main as cli_main
-from wisp.core.session import SessionOptions
+from wisp.core.session_options import SessionOptions
 
 
 def exit_status(app: Any, returned: Any) -> int:

@@ -45,10 +45,11 @@ from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_range
 from .task import task_visible
 from ..tokens import MESSAGE_OVERHEAD, chars_per_token, estimate_messages, estimate_tokens
 from .references import reference_text
+from .render_cache import RenderCache, TurnRender, render
 from .turns import ToolFlags, render_turn
 
 __all__ = ["LAYERS", "SYSTEM_RULES", "CONTEXT_RULE", "ContextTooBig", "Room", "CutEntry", "fit_current", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
-           "TurnSlice", "build", "Composer", "facts_layer_text", "task_layer_text", "REF_INDEX_SHARE"]
+           "TurnSlice", "build", "Composer", "facts_layer_text", "task_layer_text", "REF_INDEX_SHARE", "NotLoaded"]
 
 #: Layer keys and names, in the order of the request.
 LAYERS: tuple[tuple[str, str], ...] = (
@@ -136,6 +137,12 @@ class TurnSlice:
     references: list[int] = field(default_factory=list)
 
 
+class NotLoaded(list):  # type: ignore[type-arg]
+    """The entries of an ended turn that were not read from the store,
+    because its render was kept (:mod:`wisp.core.context.render_cache`): an
+    empty list, told apart from a turn with no entries."""
+
+
 @dataclass
 class ComposeInputs:
     """Everything :func:`build` needs (no I/O).
@@ -144,7 +151,10 @@ class ComposeInputs:
     as ``(turn number, entries)``; ``current`` the running turn the same way
     (or ``None``). ``window``, ``reserve`` in tokens; ``ratio`` the
     calibration factor; ``turn`` the number of the turn the request is for
-    (the next one when none is running).
+    (the next one when none is running). ``renders`` are ended turns
+    rendered already, by ``(turn number, whole)``
+    (:class:`~wisp.core.context.render_cache.TurnRender`); such a turn's
+    entries may be :class:`NotLoaded`.
     """
 
     conversation: int
@@ -166,10 +176,16 @@ class ComposeInputs:
     window_source: str = ""
     model: str | None = None
     calibration_samples: int = 0
+    renders: dict[tuple[int, bool], TurnRender] = field(default_factory=dict)
     #: How the request gives the tools to the model, ``(mode, text)`` (``native``
     #: or ``prompted``; the text the model reads of them), when the link says;
     #: else the schemas are counted as JSON.
     tool_layer: tuple[str, str] | None = None
+
+    def loaded_entries(self) -> dict[int, list[Any]]:
+        """The ended turns whose entries were read, ``{turn number: entries}``
+        (a turn shown from its kept render is left out)."""
+        return {n: e for n, e in self.ended if not isinstance(e, NotLoaded)}
 
 
 @dataclass
@@ -207,6 +223,11 @@ class ComposedContext:
     model: str | None = None
     calibration_samples: int = 0
     flags: ToolFlags = field(default_factory=ToolFlags)
+    #: wisp's uncalibrated estimate of the request (tokens): what
+    #: :func:`wisp.core.tokens.estimate_messages` gives for ``messages`` and
+    #: ``tools``, summed from the parts as they are composed, so nothing
+    #: reads the whole request again to count it (issue 12); ``None`` when unknown.
+    estimated: int | None = None
     #: Entries of the current turn sent cut to fit the window (:func:`fit_current`).
     cut: list[CutEntry] = field(default_factory=list)
     #: How many ended turns were sent whole (``context.recent_turns``, or 0 once fitting needed it).
@@ -332,7 +353,8 @@ def build(inp: ComposeInputs) -> ComposedContext:
         layers["summary"].items = len(inp.summary.covers)
         layers["summary"].detail = {"version": inp.summary.version, "covers": list(inp.summary.covers),
                                     "references": listed_refs}
-    mode, tool_text = inp.tool_layer or ("native", json.dumps(inp.tools, ensure_ascii=False))
+    tools_json = json.dumps(inp.tools, ensure_ascii=False) if inp.tools else ""  # as estimate_messages counts
+    mode, tool_text = inp.tool_layer or ("native", tools_json)
     layers["tools"].tokens = _count_text(tool_text, ratio) if inp.tools else 0
     layers["tools"].items = len(inp.tools)
     layers["tools"].detail = {"names": [t.get("function", {}).get("name") for t in inp.tools], "mode": mode}
@@ -345,10 +367,19 @@ def build(inp: ComposeInputs) -> ComposedContext:
     older_msgs: list[dict[str, Any]] = []
     recent_msgs: list[dict[str, Any]] = []
     references: list[int] = []
+    renders = inp.renders
+    estimated = 0  # uncalibrated, as estimate_messages counts the request
     for i, (number, entries) in enumerate(ended):
         whole = i >= len(ended) - recent_n
-        msgs, refs = render_turn(number, entries, inp.flags, whole=whole)
-        tokens = _count_messages(msgs, ratio)
+        kept = renders.get((number, whole))
+        if kept is None:  # not rendered before: render it here (the composer keeps what it renders)
+            if isinstance(entries, NotLoaded):
+                raise ValueError(f"turn {number} has neither its entries nor a kept render "
+                                 f"({'whole' if whole else 'with references'}); Composer.inputs loads one of them")
+            kept = render(number, entries, inp.flags, whole=whole)
+        msgs, refs = kept.messages, kept.references
+        tokens = round(kept.tokens * ratio) if msgs else 0
+        estimated += kept.tokens
         slices.append(TurnSlice(number, tokens, whole, refs))
         references.extend(refs)
         (recent_msgs if whole else older_msgs).extend(msgs)
@@ -397,13 +428,15 @@ def build(inp: ComposeInputs) -> ComposedContext:
             must_leave.append(s.number)
             over -= s.tokens
     messages = [{"role": "system", "content": system_content}, *older_msgs, *recent_msgs, *current_msgs]
+    estimated += estimate_messages(messages[:1]) + (estimate_messages(current_msgs) if current_msgs else 0)
+    estimated += estimate_tokens(tools_json)
     return ComposedContext(
         conversation=inp.conversation, messages=messages, tools=list(inp.tools), layers=ordered,
         window=inp.window, reserve=reserve, budget=budget, total=total, ratio=ratio, turns=slices,
         left=list(inp.summary.covers) if inp.summary else [], must_leave=must_leave, references=references,
         summary=inp.summary, task=task, facts=list(inp.facts), turn=inp.turn, window_source=inp.window_source,
-        model=inp.model, calibration_samples=inp.calibration_samples, flags=inp.flags, cut=cut,
-        recent_turns=recent_n,
+        model=inp.model, calibration_samples=inp.calibration_samples, flags=inp.flags, estimated=estimated,
+        cut=cut, recent_turns=recent_n,
     )
 
 
@@ -544,13 +577,18 @@ class Composer:
 
     ``Composer(store, facts, summaries)``: a
     :class:`wisp.core.store.Store`, :class:`FactBook` and
-    :class:`SummaryBook`.
+    :class:`SummaryBook`. Ended turns are rendered once and kept
+    (:class:`~wisp.core.context.render_cache.RenderCache`, ``renders``):
+    a request reads only the turns the running summary does not cover, and
+    the entries of those not rendered before (issue 12, "Compose
+    incrementally").
     """
 
     def __init__(self, store: Any, facts: FactBook, summaries: SummaryBook) -> None:
         self.store = store
         self.facts = facts
         self.summaries = summaries
+        self.renders = RenderCache(store)
 
     async def fact_views(self, conversation: int) -> list[FactView]:
         """Current facts (task included) with their previous value and version count."""
@@ -569,32 +607,53 @@ class Composer:
                      recent_turns: int = 0, ratio: float = 1.0, instructions: str | None = None,
                      instructions_source: str | None = None, window_source: str = "",
                      model: str | None = None, calibration_samples: int = 0,
+                     entries_of_last: int = 0,
                      tool_layer: Callable[[list[dict[str, Any]]], tuple[str, str] | None] | None = None
                      ) -> ComposeInputs:
         """The :class:`ComposeInputs` of the conversation's next request: the
-        turns the latest summary covers are not loaded. ``tool_layer`` tells
+        turns the latest summary covers are not loaded, and an ended turn
+        rendered before is not read again (its entries are
+        :class:`NotLoaded`), except the last ``entries_of_last`` ended turns,
+        whose entries are always read (the assessment reads their prompts
+        and replies). The ``recent_turns`` whole turns are looked up in both
+        forms, so the request can also be built with ``recent_turns=0``
+        (the first fitting step) from the same inputs. ``tool_layer`` tells
         how the request gives the schemas to the model (the session's
         :meth:`~wisp.core.model.link.ModelLink.tool_layer`)."""
         views = await self.fact_views(conversation)
         task = next((v.fact for v in views if v.fact.subject == "task"), None)
         summary = await self.summaries.latest(conversation)
         covered = set(summary.covers) if summary else set()
-        turns = await self.store.turns(conversation)
+        floor = 1  # the first turn the summary does not cover: the turns before it are not read
+        while floor in covered:
+            floor += 1
+        turns = await self.store.turns_after(conversation, floor - 1, 2 ** 62)
         current = turns[-1] if turns and turns[-1].state == "open" else None
         ended = [t for t in turns if t is not current and t.number not in covered]
-        wanted = [t.id for t in ended] + ([current.id] if current else [])
+        flags = ToolFlags.from_registry(registry) if registry is not None else ToolFlags()
+        recent_n = max(0, int(recent_turns))
+        forms = [(t, i >= len(ended) - recent_n) for i, t in enumerate(ended)]
+        forms += [(t, False) for t, whole in forms if whole]  # fitting may send the recent turns as references
+        renders = await self.renders.lookup(conversation, forms, flags)
+        missing = [(t, whole) for t, whole in forms if (t.number, whole) not in renders]
+        read = {t.id for t, _ in missing} | {t.id for t in ended[len(ended) - max(0, entries_of_last):]}
+        wanted = [t.id for t in ended if t.id in read] + ([current.id] if current else [])
         by_turn = await self.store.turn_entries(wanted) if wanted else {}
+        if missing:
+            new = [(t, whole, render(t.number, by_turn.get(t.id, []), flags, whole=whole)) for t, whole in missing]
+            await self.renders.keep(conversation, new, flags)
+            renders.update({(t.number, whole): r for t, whole, r in new})
         schemas = registry.schemas() if registry is not None and len(registry) else []
-        next_turn = current.number if current else (turns[-1].number + 1 if turns else 1)
+        next_turn = current.number if current else (turns[-1].number + 1 if turns else floor)
         return ComposeInputs(
-            conversation=conversation, system_rules=system_rules, tools=schemas,
-            flags=ToolFlags.from_registry(registry) if registry is not None else ToolFlags(),
+            conversation=conversation, system_rules=system_rules, tools=schemas, flags=flags,
             window=window, reserve=reserve, instructions=instructions, instructions_source=instructions_source,
             facts=[v for v in views if v.fact.subject != "task"], task=task, summary=summary,
-            ended=[(t.number, by_turn.get(t.id, [])) for t in ended],
+            ended=[(t.number, by_turn[t.id] if t.id in by_turn else NotLoaded()) for t in ended],
             current=(current.number, by_turn.get(current.id, [])) if current else None,
             recent_turns=recent_turns, ratio=ratio, turn=next_turn, window_source=window_source, model=model,
-            calibration_samples=calibration_samples, tool_layer=tool_layer(schemas) if tool_layer and schemas else None,
+            calibration_samples=calibration_samples, renders=renders,
+            tool_layer=tool_layer(schemas) if tool_layer and schemas else None,
         )
 
     async def compose(self, conversation: int, **kwargs: Any) -> ComposedContext:

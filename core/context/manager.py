@@ -34,7 +34,6 @@ from typing import Any, Callable, Iterable, Protocol
 from .. import events as ev
 from ..sidecall import SideCall
 from ..tokens import window_from
-from ..outputs import fact_name_for_command, read_test_run
 from .bookkeeping import ASSESS_TURNS, FactDistiller, SideCost, TaskAssessor
 from .calibration import Calibration, CalibrationState
 from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, Room, build
@@ -180,6 +179,9 @@ class ContextManager:
     # -- composing ------------------------------------------------------------------
 
     async def _inputs(self, conversation: int) -> ComposeInputs:
+        """The next request's inputs; with ``context.assess`` on, the entries of
+        the turns the assessment reads are loaded too (issue 12: an ended turn
+        rendered before is otherwise not read)."""
         model = await self.model(conversation)
         window, source = await self.window(conversation, model)
         cal = await self.calibration.get(model)
@@ -188,7 +190,8 @@ class ContextManager:
             reserve=int(self._config("context.reserve", 1024)),
             recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
             instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
-            model=model, calibration_samples=cal.samples, tool_layer=getattr(self.model_state, "tool_layer", None))
+            model=model, calibration_samples=cal.samples, tool_layer=getattr(self.model_state, "tool_layer", None),
+            entries_of_last=ASSESS_TURNS if self._config("context.assess", False) else 0)
 
     async def inputs(self, conversation: int) -> ComposeInputs:
         """What the next request of ``conversation`` is composed from
@@ -346,7 +349,7 @@ class ContextManager:
             facts_text += "\n" + fact_line(task)
         outcome = await self.summariser.ensure(ctx, flags=ctx.flags, facts_text=facts_text, model=ctx.model,
                                                context_window=ctx.window, turn=turn,
-                                               loaded=dict(inputs.ended), task=task.value if task else "")
+                                               loaded=inputs.loaded_entries(), task=task.value if task else "")
         events: list[ev.AgentEvent] = []
         for v in outcome.versions:
             events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
@@ -422,6 +425,8 @@ class ContextManager:
             status = meta.get("exit_status", meta.get("exit_code"))
             status = status if isinstance(status, int) and not isinstance(status, bool) else None
             tests = meta.get("tests")
+            from ..outputs import fact_name_for_command  # the output readers load with the first tool output
+
             if isinstance(tests, dict) and tests.get("summary"):
                 # run_command read the run already (wisp.core.outputs)
                 outcome = await self._record_fact(
@@ -456,6 +461,8 @@ class ContextManager:
         :func:`wisp.core.outputs.read_test_run`), named after the command; ``None``
         when the output is not a test run. Recording the same result from the
         same entry twice changes nothing."""
+        from ..outputs import fact_name_for_command, read_test_run
+
         run = read_test_run(output, exit_status, command)
         if run is None:
             return None

@@ -24,6 +24,15 @@
   context window seen (tokens), so that ``wisp inspect context`` can work
   without asking the endpoint.
 
+- ``turn_renders`` (m005): an ended turn as the composer renders it, kept
+  so that the next request does not render it again (issue 12, "Compose
+  incrementally"; :mod:`wisp.core.context.render_cache`): per conversation,
+  turn number and form (``whole``: tool outputs in full, else as
+  references), the ``key`` of what the render depends on (the turn's end,
+  the tools' reference forms, the render's version), the chat ``messages``
+  (JSON), the entry numbers standing as ``refs`` (JSON) and ``tokens``,
+  wisp's uncalibrated estimate of the messages.
+
 The task is a fact of subject ``task`` (wisp-memory-tool.txt, "task").
 """
 
@@ -80,6 +89,19 @@ CREATE TABLE token_calibration (
 );
 """
 
+TURN_RENDERS_SQL = """
+CREATE TABLE turn_renders (
+    conversation_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    turn_number     INTEGER NOT NULL,
+    whole           INTEGER NOT NULL,
+    key             TEXT NOT NULL,
+    messages        TEXT NOT NULL,
+    refs            TEXT NOT NULL DEFAULT '[]',
+    tokens          INTEGER NOT NULL,
+    PRIMARY KEY (conversation_id, turn_number, whole)
+);
+"""
+
 #: The steps of these tables, owned here and handed to the store by
 #: :func:`wisp.core.database.open_store` (issue "One core, built once").
 MIGRATIONS = [
@@ -107,4 +129,7 @@ MIGRATIONS = [
              "ALTER TABLE summaries ADD COLUMN base INTEGER;\n"
              "ALTER TABLE summaries ADD COLUMN restores INTEGER;\n"
              "ALTER TABLE summaries ADD COLUMN focus TEXT;"),
+    # each ended turn rendered once, kept for the next request and the next process
+    # (issue 12, "Compose incrementally"; wisp.core.context.render_cache)
+    sql_step("context", "m005_turn_renders", TURN_RENDERS_SQL),
 ]

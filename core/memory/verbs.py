@@ -24,17 +24,15 @@ conversation (issue "One core, built once"): it is never unbound.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..context.notes import ModelNotes
-from ..context.recall import describe_entry, stored_range
-from ..episodes.tool_verbs import run_episodic_verb
-from ..outputs import summarise
-from ..sidecall import SideCall
-from . import recall as rc
-from .condense import condense
-from .limits import chunk_budget, page_budget
-from .request import SUBJECTS, Request, RequestError, Target, parse_request
+if TYPE_CHECKING:
+    from ..context.notes import ModelNotes
+    from ..sidecall import SideCall
+    from .request import Request, Target
+
+# The verbs' readers (recall, condense, the request parser, the output summaries, episodic memory) load
+# when the model first calls the tool: a session that never does, never loads them (issue 12).
 
 __all__ = ["Memory", "MemoryAnswer", "MemoryBinding", "DESCRIPTION", "REQUEST_GUIDE", "PARAMETERS"]
 
@@ -105,6 +103,8 @@ class Memory:
         if conversation is None:
             return MemoryAnswer("memory: no conversation is open yet; nothing can be recalled or noted", False,
                                 {"memory": "none"})
+        from .request import SUBJECTS, RequestError, parse_request
+
         ctx = _Call(conversation, turn)
         event: dict[str, Any] = {"request": request}
         try:
@@ -133,6 +133,8 @@ class Memory:
         return MemoryAnswer(content, not content.startswith(("error:", "memory:")), meta)
 
     async def _dispatch(self, b: MemoryBinding, ctx: "_Call", req: Request, event: dict[str, Any]) -> str:
+        from .limits import page_budget
+
         conv = int(ctx.conversation_id)  # type: ignore[arg-type]
         budget = page_budget(b.context_window, getattr(b.room, "left", None))
         if req.verb == "memories" or (req.verb == "recall" and req.target and req.target.kind == "episode"):
@@ -162,6 +164,9 @@ class Memory:
 
     async def _recall(self, b: MemoryBinding, conv: int, turn: int | None, target: Target, budget: int,
                       event: dict[str, Any]) -> str:
+        from . import recall as rc
+        from .request import Target
+
         if target.kind == "output":
             number = await rc.find_output(b.store, conv, target.name or "")
             if number is None:
@@ -195,12 +200,19 @@ class Memory:
             assert req.target is not None
             text = f"recall {req.target.name}"
             event["target"] = {"kind": "memory", "memory": req.target.name}
+        from ..episodes.tool_verbs import run_episodic_verb  # episodic memory loads when first asked
+
         answer = await run_episodic_verb(b.store, b.config, text)
         event["found"] = bool(answer) and not answer.startswith(("memory:", "error:"))
         return answer or "memory: episodic memory had nothing for that request"
 
     async def _read_output(self, b: MemoryBinding, conv: int, req: Request, budget: int,
                            event: dict[str, Any]) -> str:
+        from ..context.recall import describe_entry, stored_range
+        from . import recall as rc
+        from .condense import condense
+        from .limits import chunk_budget
+
         target = req.target
         assert target is not None
         what: dict[str, Any] = {"kind": "entry"}
@@ -223,6 +235,8 @@ class Memory:
             event["audit_events"] = [got.entry.audit_event_id]
         label = f"entry {number} ({describe_entry(got.entry)})"
         if req.verb == "summarise":
+            from ..outputs import summarise  # the output readers load when an output is first summarised
+
             s = summarise(got.content, got.entry.meta, overview=req.overview, budget_tokens=budget,
                           hint=f"condense entry {number}: QUESTION can read them")
             event.update(summary="overview" if req.overview else "notable", mode=s.mode, readers=s.readers,

@@ -102,7 +102,7 @@ def loads(text: str | bytes) -> Any:
     ``json.loads`` does."""
     obj = json.loads(text)
     raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-    return _clean(obj) if _SURROGATE_ESCAPE.search(raw) else obj
+    return _clean(obj) if "\\u" in raw and _SURROGATE_ESCAPE.search(raw) else obj
 
 
 def _clean(obj: Any) -> Any:
@@ -230,6 +230,20 @@ def error_from_object(obj: Any) -> tuple[str, str | None]:
     return json.dumps(obj), None
 
 
+def _tls_for(base_url: str) -> dict[str, Any]:
+    """The client's TLS settings for ``base_url``: httpx's own (the system's
+    trusted certificates, loaded when the client is made, about 0.1 s) for
+    an ``https`` endpoint; for a plain ``http`` one, which never makes a TLS
+    connection, a context that trusts no certificate at all, so nothing is
+    loaded and a stray TLS connection could only fail, never pass unchecked
+    (issue 12, "Connect once")."""
+    if base_url.lower().startswith("http://"):
+        import ssl
+
+        return {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)}
+    return {}
+
+
 class HttpEndpoint:
     """Base of the adapters: client, URL joining, error mapping and the 503 wait.
 
@@ -270,7 +284,7 @@ class HttpEndpoint:
         if client is None:
             client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout_s, connect=min(connect_timeout_s, self.timeout_s)),
-                trust_env=False,
+                trust_env=False, **_tls_for(self.base_url),
             )
         self._client = client
 
@@ -465,6 +479,36 @@ class HttpEndpoint:
 
     # -- requests -------------------------------------------------------
 
+    async def probe(self, path: str, key: str, *, connect_s: float = 1.0,
+                    read_s: float = 3.0) -> tuple[bool, str, Any]:
+        """``GET path`` on this endpoint's own client, with short timeouts
+        (``connect_s``, ``read_s`` seconds): ``(True, "", data)`` when it answers
+        200 with a JSON object holding ``key``, else ``(False, why, None)``.
+        Never raises. The same client then lists the models and streams the
+        replies (issue 12, "Connect once")."""
+        try:
+            resp = await self._client.get(self.base_url + path, headers=self._headers,
+                                          timeout=httpx.Timeout(read_s, connect=connect_s))
+        except httpx.ConnectError:
+            return False, "not running", None
+        except httpx.TimeoutException:
+            return False, "no answer", None
+        except Exception as exc:
+            return False, type(exc).__name__, None
+        if resp.status_code != 200:
+            return False, f"HTTP {resp.status_code}", None
+        try:
+            data = loads(resp.content)
+        except ValueError:
+            return False, "not JSON", None
+        if not isinstance(data, dict) or key not in data:
+            return False, "not this protocol", None
+        return True, "", data
+
+    def models_in(self, data: Any) -> list[str]:  # pragma: no cover - overridden
+        """The model names of a model-list answer (``list_models``'s reading of it)."""
+        raise NotImplementedError
+
     async def request_json(self, method: str, path: str, body: Any = None) -> Any:
         """One plain request; returns the decoded JSON answer, within
         ``reply_timeout_s`` in all. Raises EndpointError."""
@@ -543,21 +587,37 @@ class HttpEndpoint:
 
     async def stream_lines(self, resp: httpx.Response, path: str,
                            clock: "ReplyClock | None" = None) -> AsyncIterator[str]:
-        """The response's lines (without line endings), mapping read failures;
+        """The response's lines (without line endings, split as ``str.splitlines``
+        splits them, as httpx's ``aiter_lines`` does), mapping read failures;
         with a ``clock``, raises :class:`EndpointTimeout` once the reply has
-        taken ``reply_timeout_s``, even while lines keep coming."""
-        lines = resp.aiter_lines().__aiter__()
+        taken ``reply_timeout_s``, even while lines keep coming.
+
+        The body is read a network chunk at a time, each read under the
+        reply's clock, and the chunk's lines are given without waiting again:
+        a server that sends a long reply at once is read as fast as it sends
+        (issue 12, "Decouple receiving from rendering")."""
+        chunks = resp.aiter_text().__aiter__()
+        held = ""  # the start of a line whose end has not come yet
         while True:
             try:
                 async with self._within(clock):
-                    line = await lines.__anext__()
+                    chunk = await chunks.__anext__()
             except StopAsyncIteration:
-                return
+                break
             except EndpointError:
                 raise
             except Exception as exc:
                 raise self.map_http_error(exc, path, streaming=True) from exc
-            yield line
+            if not chunk:
+                continue
+            parts = (held + chunk).splitlines(keepends=True)
+            last = parts[-1]
+            # a line without its end yet (a lone "\r" may be the start of "\r\n") waits for the next chunk
+            held = parts.pop() if last.endswith("\r") or last.splitlines()[0] == last else ""
+            for part in parts:
+                yield part.splitlines()[0]
+        if held:
+            yield held.splitlines()[0]
 
     def unexpected(self, exc: Exception) -> EndpointError:
         """A bug-shaped failure while reading a stream → MalformedStream (never a raw exception)."""

@@ -10,7 +10,8 @@ has to be re-bound (issue "One core, built once").
 
 The window's resolution lives here, in one place: config
 ``model.context_window``, else what the endpoint says (the embedded
-server's ``n_ctx``, Ollama's ``/api/show``), else
+server's ``n_ctx``, Ollama's ``/api/show``: asked once per endpoint and
+model, then kept in ``endpoints.json``, :mod:`wisp.core.model.known`), else
 :data:`wisp.core.tokens.DEFAULT_CONTEXT_WINDOW`.
 
 Switching the model (issue 16, "Models and endpoints") happens here too,
@@ -29,6 +30,7 @@ from typing import Any, Awaitable, Callable
 
 from ..tokens import window_from
 from . import base as mb
+from .known import KnownWindows
 from .resolve import EndpointSettings, ResolvedEndpoint, resolve_endpoint
 from .prompted import to_prompted_messages
 from .tool_modes import ToolLayer, ToolModeEndpoint, apply_tool_mode, make_layer
@@ -200,14 +202,25 @@ class ModelLink:
         self.model = resolved.endpoint.model
         window = resolved.context_window
         if window is None and not self.config.get("model.context_window"):
-            try:
-                window = await resolved.endpoint.context_length()
-            except mb.EndpointError:
-                window = None
+            # asked of the endpoint once, then kept (issue 12, "Connect once")
+            known = self._known()
+            window = known.get(resolved.label, resolved.endpoint.model) if known is not None else None
+            if window is None:
+                try:
+                    window = await resolved.endpoint.context_length()
+                except mb.EndpointError:
+                    window = None
+                if window and known is not None:
+                    known.remember(resolved.label, resolved.endpoint.model, int(window))
         self.reported_window = int(window) if window else None
         self.connected = True
         self.error = None
         return True
+
+    def _known(self) -> KnownWindows | None:
+        """The windows kept beside the config file (``None`` for a config that has no file)."""
+        path = getattr(self.config, "path", None)
+        return KnownWindows.beside(path) if path else None
 
     @property
     def embedded(self) -> bool:

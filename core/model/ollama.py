@@ -163,7 +163,10 @@ class OllamaEndpoint(HttpEndpoint):
 
     async def list_models(self) -> list[str]:
         """Names from ``GET /api/tags``, in the server's order. Raises EndpointError."""
-        data = await self.request_json("GET", "/api/tags")
+        return self.models_in(await self.request_json("GET", "/api/tags"))
+
+    def models_in(self, data: Any) -> list[str]:
+        """The names in an ``/api/tags`` answer. Raises MalformedStream when it lists none."""
         models = data.get("models") if isinstance(data, dict) else None
         if not isinstance(models, list):
             raise MalformedStream(

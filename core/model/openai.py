@@ -255,7 +255,10 @@ class OpenAIEndpoint(HttpEndpoint):
 
     async def list_models(self) -> list[str]:
         """Ids from ``GET /v1/models``, in the server's order. Raises EndpointError."""
-        data = await self.request_json("GET", "/v1/models")
+        return self.models_in(await self.request_json("GET", "/v1/models"))
+
+    def models_in(self, data: Any) -> list[str]:
+        """The ids in a ``/v1/models`` answer. Raises MalformedStream when it lists none."""
         models = data.get("data") if isinstance(data, dict) else None
         if not isinstance(models, list):
             raise MalformedStream(

@@ -23,6 +23,11 @@ OpenAI-compatible server at 127.0.0.1:8080 (``GET /v1/models``), then the
 embedded default (llama.cpp's server with SmolLM2), and otherwise raises
 :class:`NoEndpoint` with one message saying how to get a model.
 
+Connect once (issue 12): each candidate is probed through the client of the
+endpoint made for it, and the endpoint that answers keeps that client for
+listing and chatting; its probe's answer is its model list, so the models
+are not asked for twice. A configured model is never listed.
+
 The API key is read from the environment variable at resolve time and lives
 only in the endpoint's request headers.
 """
@@ -32,8 +37,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
-
-import httpx
 
 from ._transport import DEFAULT_LOAD_WAIT_S, DEFAULT_REPLY_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from .base import EndpointError, NoEndpoint
@@ -143,35 +146,14 @@ def read_api_key(env_name: str | None) -> str | None:
     return os.environ.get(env_name) or None
 
 
-async def _probe(url: str, key: str) -> tuple[bool, str]:
-    """GET ``url``; ``(True, "")`` when it answers 200 with a JSON object holding ``key``,
-    else ``(False, why)``. Never raises."""
-    timeout = httpx.Timeout(PROBE_READ_TIMEOUT_S, connect=PROBE_CONNECT_TIMEOUT_S)
-    try:
-        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
-            resp = await client.get(url)
-    except httpx.ConnectError:
-        return False, "not running"
-    except httpx.TimeoutException:
-        return False, "no answer"
-    except Exception as exc:
-        return False, type(exc).__name__
-    if resp.status_code != 200:
-        return False, f"HTTP {resp.status_code}"
-    try:
-        data = resp.json()
-    except ValueError:
-        return False, "not JSON"
-    if not isinstance(data, dict) or key not in data:
-        return False, "not this protocol"
-    return True, ""
-
-
-async def _pick_model(endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | None, empty_hint: str) -> None:
+async def _pick_model(endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | None, empty_hint: str,
+                      listed: list[str] | None = None) -> None:
+    """Set the endpoint's model: ``name`` when configured (nothing is asked),
+    else the first one ``listed`` (a probe's answer) or the endpoint lists."""
     if name:
         endpoint.model = name
         return
-    models = await endpoint.list_models()
+    models = listed if listed is not None else await endpoint.list_models()
     if not models:
         raise NoEndpoint(f"{endpoint.display_name} at {endpoint.base_url} has no models. {empty_hint}")
     endpoint.model = models[0]
@@ -195,10 +177,11 @@ def _openai(s: EndpointSettings, url: str) -> OpenAIEndpoint:
 
 
 async def _finish(
-    endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | None, empty_hint: str
+    endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | None, empty_hint: str,
+    listed: list[str] | None = None,
 ) -> ResolvedEndpoint:
     try:
-        await _pick_model(endpoint, name, empty_hint)
+        await _pick_model(endpoint, name, empty_hint, listed)
     except BaseException:
         await endpoint.aclose()
         raise
@@ -292,19 +275,26 @@ async def resolve_endpoint(
     else:
         candidates = [("ollama", ollama_url), ("openai", openai_url)]
     for kind, url in candidates:
+        endpoint = _ollama(s, url) if kind == "ollama" else _openai(s, url)
         if kind == "ollama":
-            ok, why = await _probe(url.rstrip("/") + "/api/tags", "models")
-            label = f"Ollama at {url}"
+            path, key, label = "/api/tags", "models", f"Ollama at {url}"
         else:
-            base = OpenAIEndpoint.normalise_base_url(url)
-            ok, why = await _probe(base + "/v1/models", "data")
-            label = f"an OpenAI-compatible server at {base}"
+            path, key, label = "/v1/models", "data", f"an OpenAI-compatible server at {endpoint.base_url}"
+        ok, why, data = await endpoint.probe(path, key, connect_s=PROBE_CONNECT_TIMEOUT_S,
+                                             read_s=PROBE_READ_TIMEOUT_S)
         if not ok:
+            await endpoint.aclose()
             tried.append(f"{label} ({why})")
             continue
-        endpoint = _ollama(s, url) if kind == "ollama" else _openai(s, url)
         try:
-            return await _finish(endpoint, s.name, OLLAMA_EMPTY_HINT if kind == "ollama" else OPENAI_EMPTY_HINT)
+            listed = None if s.name else endpoint.models_in(data)  # the probe's answer is the model list
+        except EndpointError as exc:
+            await endpoint.aclose()
+            tried.append(f"{label} ({exc})")
+            continue
+        try:
+            return await _finish(endpoint, s.name, OLLAMA_EMPTY_HINT if kind == "ollama" else OPENAI_EMPTY_HINT,
+                                 listed)
         except EndpointError as exc:
             tried.append(f"{label} ({exc})")
 

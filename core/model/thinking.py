@@ -36,6 +36,8 @@ CLOSE_TAG = "</think>"
 
 def _partial_tag_len(buf: str, tag: str) -> int:
     """Length of the longest proper prefix of ``tag`` that ``buf`` ends with (chars)."""
+    if buf.rfind("<", max(0, len(buf) - len(tag) + 1)) < 0:  # no "<" near the end: no tag can start there
+        return 0
     for n in range(min(len(tag) - 1, len(buf)), 0, -1):
         if buf.endswith(tag[:n]):
             return n

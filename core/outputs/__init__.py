@@ -38,12 +38,37 @@ standard library, never context, memory, tools, model, store or episodes.
 
 from __future__ import annotations
 
-from .commands import fact_name_for_command, framework_for_command, looks_like_test_command, runner_for_command
-from .doc import exit_status_of, split_stored_lines
-from .runs import TestOutputParser, read_test_run
-from .summaries import Analysis, Summary, analyse, summarise
-from .testrun import MAX_LINE_CHARS, MAX_NAMES, TestRun
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .commands import fact_name_for_command, framework_for_command, looks_like_test_command, runner_for_command
+    from .doc import exit_status_of, split_stored_lines
+    from .runs import TestOutputParser, read_test_run
+    from .summaries import Analysis, Summary, analyse, summarise
+    from .testrun import MAX_LINE_CHARS, MAX_NAMES, TestRun
 
 __all__ = ["TestRun", "TestOutputParser", "read_test_run", "framework_for_command", "runner_for_command",
            "looks_like_test_command", "fact_name_for_command", "summarise", "analyse", "Summary", "Analysis",
            "split_stored_lines", "exit_status_of", "MAX_NAMES", "MAX_LINE_CHARS"]
+
+#: Where each public name lives. A name's module (and the parsers it needs, with their compiled
+#: patterns) loads when the name is first used, not with the package: a request without a tool
+#: output never loads the test-run readers (issue 12, "Paint first, then open").
+_WHERE = {
+    "fact_name_for_command": "commands", "framework_for_command": "commands",
+    "looks_like_test_command": "commands", "runner_for_command": "commands",
+    "exit_status_of": "doc", "split_stored_lines": "doc",
+    "TestOutputParser": "runs", "read_test_run": "runs",
+    "Analysis": "summaries", "Summary": "summaries", "analyse": "summaries", "summarise": "summaries",
+    "MAX_LINE_CHARS": "testrun", "MAX_NAMES": "testrun", "TestRun": "testrun",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -66,7 +66,6 @@ from ..config import SCHEMA
 from .approval import ApprovalRequest, suggest_prefix
 from .base import ToolContext, ToolResult
 from .shell import SHELL, NotSimple, shell_argv, simple_words
-from ..outputs import TestOutputParser
 
 #: Seconds between SIGTERM and SIGKILL when wisp ends a process group.
 KILL_GRACE_S = 2.0
@@ -268,6 +267,8 @@ class RunCommand:
         timeout = float(ctx.setting("tools.run_command.timeout_s", DEFAULT_TIMEOUT_S))
         cap = int(ctx.setting("tools.run_command.max_output_bytes", DEFAULT_MAX_OUTPUT))
         capture = OutputCapture(cap)
+        from ..outputs import TestOutputParser  # the test-run readers load with the first command run
+
         parser = TestOutputParser(command)
         emitter = _Emitter(ctx.emit, cap)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")

@@ -353,3 +353,31 @@ async def test_a_failed_turn_reopens_with_its_error_text(ollama_home, tmp_path: 
         await started(pilot, again)
         assert any("the GPU caught fire" in line for line in notices(again))
         assert any("Continuing conversation 1" in line for line in notices(again))
+
+
+async def test_a_jump_and_version_bars_in_a_long_conversation(ollama_home, tmp_path: Path) -> None:
+    """Issue 12 with issue 16: the chat shows a window of a long conversation; a jump to a turn far
+    above it (/search) moves the window there, and a turn's version bar comes and goes with its turn."""
+    from tests.support.long_conversation import write_turns
+    from wisp.core.session import Session
+    from wisp.tui.widgets.chat_pane import MAX_TURNS_MOUNTED
+
+    async with await Session.open(SessionOptions(workdir=tmp_path)) as s:
+        conv = await s.ensure_conversation()
+        await write_turns(s.store, conv, 300, output_lines=20)
+        again = await s.store.begin_turn(conv, supersedes=300)  # turn 300 asked again: turn 301
+        await s.store.add_entry(conv, again.id, "prompt", "question 300 again")
+        await s.store.add_entry(conv, again.id, "reply", "Yes, now.")
+        await s.store.end_turn(again.id, "done")
+    app = WispApp(SessionOptions(workdir=tmp_path, resume=conv))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await until(pilot, lambda: [b.slot for b in app.chat.query(VersionBar)] == [301], "the version bar")
+        await app.jump_to(3, "prompt")
+        await pilot.pause()
+        found = list(app.chat.query(".-found"))
+        assert len(found) == 1 and isinstance(found[0], UserMessage) and "turn-3" in found[0].classes
+        assert not list(app.chat.query(VersionBar)), "the bar left with its turn"
+        assert len(app.chat._window) <= MAX_TURNS_MOUNTED and app.chat.later
+        await pilot.press("ctrl+end")
+        await until(pilot, lambda: not app.chat.later and list(app.chat.query(VersionBar)), "the end again")

@@ -17,7 +17,7 @@ from textual.app import App
 from textual.message_pump import MessagePump
 
 import wisp.tui
-import wisp.tui.app as app_module
+import wisp.core.commands as commands_module  # the app imports the commands on first use, from here
 from wisp.core import events as ev
 from wisp.core.session import Session, SessionOptions
 from wisp.tui.app import WispApp
@@ -73,7 +73,7 @@ def fail_once(real: Any, message: str) -> Any:
 async def test_a_failing_command_is_an_error_line_and_the_chat_goes_on(ollama_home, tmp_path: Path,
                                                                        monkeypatch) -> None:
     home, srv = ollama_home
-    monkeypatch.setattr(app_module, "run_command", fail_once(app_module.run_command, "the command broke"))
+    monkeypatch.setattr(commands_module, "run_command", fail_once(commands_module.run_command, "the command broke"))
     app = WispApp(SessionOptions(workdir=tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot, app)
@@ -146,7 +146,7 @@ async def test_a_failing_action_and_a_failing_screen_are_error_lines(ollama_home
     home, srv = ollama_home
     import wisp.tui.screens.help as help_module
 
-    monkeypatch.setattr(app_module, "run_command", fail_once(app_module.run_command, "inspect broke"))
+    monkeypatch.setattr(commands_module, "run_command", fail_once(commands_module.run_command, "inspect broke"))
 
     def no_help() -> str:
         raise Boom("no help today")

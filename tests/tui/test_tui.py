@@ -14,11 +14,13 @@ from typing import Callable
 import pytest
 
 from wisp.core.session import Session, SessionOptions
-from wisp.tui.app import WispApp
+from wisp.tui.app import FIRST_PAGE_TURNS, PAGE_TURNS, WispApp
+from wisp.tui.widgets.chat_pane import MAX_TURNS_MOUNTED
 from wisp.tui.widgets import AssistantMessage, CommandOutput, Notice, ThinkingBlock, ToolBlock, UserMessage
 from wisp.tui.screens import HelpScreen
 from wisp.tui.widgets import PromptInput
 from tests.support.home import SCREENSHOTS
+from tests.support.long_conversation import write_turns
 from tests.support.fakes import fault, reply, text, thinking, tool_call
 
 from tests.support.pilot import SIZE, screenshot, send, started, texts, until  # noqa: E402,F401
@@ -177,27 +179,77 @@ async def test_resume_shows_the_stored_conversation(ollama_home, tmp_path: Path)
         assert app.session.conversation_id == conv
 
 
-async def test_long_conversation_opens_without_rendering_everything(ollama_home, tmp_path: Path) -> None:
+async def test_long_conversation_opens_with_the_turns_that_fill_the_screen(ollama_home, tmp_path: Path) -> None:
+    """Issue 12, "Open what is seen": the last turns that fill the screen are mounted, not a fixed
+    page; "Show earlier turns" (or scrolling up) brings the ones before them."""
     home, srv = ollama_home
     async with await Session.open(SessionOptions(workdir=tmp_path)) as s:
         conv = await s.ensure_conversation()
-        store = s.store
-        for i in range(1, 1001):
-            turn = await store.begin_turn(conv)
-            await store.add_entry(conv, turn.id, "prompt", f"question {i}")
-            await store.add_entry(conv, turn.id, "reply", f"answer {i}")
-            await store.end_turn(turn.id, "done")
+        await write_turns(s.store, conv, 1000, output_lines=200)
     app = WispApp(SessionOptions(workdir=tmp_path, continue_last=True))
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot, app)
         users = list(app.query(UserMessage))
-        assert len(users) == 50 and str(users[-1].render()) == "question 1000"
-        assert "950 not shown" in str(app.chat.earlier_button.label)
+        assert 0 < len(users) <= FIRST_PAGE_TURNS and str(users[-1].render()).startswith("question 1000:")
+        assert len(users) < FIRST_PAGE_TURNS  # a screenful, not the whole first page
+        shown = len(users)
+        assert f"{1000 - shown:,} not shown" in str(app.chat.earlier_button.label)
+        block = app.query(ToolBlock).last()  # a stored tool block is one line until opened
+        assert block.collapsed and not block.query("Static.tool-output")
+        block.collapsed = False
+        await until(pilot, lambda: bool(block.query("Static.tool-output")), "the opened block's output")
         app.chat.earlier_button.press()
-        await until(pilot, lambda: len(app.query(UserMessage)) == 100, "50 more turns")
-        assert str(app.query(UserMessage).first().render()) == "question 901"
+        await until(pilot, lambda: len(app.query(UserMessage)) > shown and app.chat.earlier < 1000 - shown,
+                    "earlier turns")
+        first = str(app.query(UserMessage).first().render())
+        assert first.startswith(f"question {1000 - len(app.query(UserMessage)) + 1}:")
+        assert f"{1000 - len(app.query(UserMessage)):,} not shown" in str(app.chat.earlier_button.label)
 
 
+def _numbers(app: WispApp) -> list[int]:
+    return [int(str(u.render()).split(":")[0].split()[1]) for u in app.query(UserMessage)]
+
+
+async def test_scrolling_up_a_long_conversation_reaches_turn_1(ollama_home, tmp_path: Path) -> None:
+    """Issue 12: earlier turns load as the person scrolls up, in order, with the view kept in
+    place; Ctrl+Home reaches turn 1 and Ctrl+End the last turn; however far the person scrolls,
+    at most MAX_TURNS_MOUNTED turns are mounted."""
+    home, srv = ollama_home
+    async with await Session.open(SessionOptions(workdir=tmp_path)) as s:
+        conv = await s.ensure_conversation()
+        await write_turns(s.store, conv, 1000, output_lines=200)
+    app = WispApp(SessionOptions(workdir=tmp_path, resume=conv))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        first_shown = _numbers(app)[0]
+        loads = 0
+        for _ in range(300):  # scroll up page by page: three loads of earlier turns
+            before = _numbers(app)[0]
+            await pilot.press("pageup")
+            await pilot.pause()
+            if _numbers(app)[0] < before:
+                loads += 1
+                if loads == 3:
+                    break
+        numbers = _numbers(app)
+        assert loads == 3 and numbers[0] < first_shown and numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+        assert len(numbers) <= MAX_TURNS_MOUNTED
+        await pilot.press("ctrl+home")
+        await until(pilot, lambda: _numbers(app)[0] == 1 and app.chat.scroll_y == 0, "turn 1 at the top")
+        users = list(app.query(UserMessage))
+        assert str(users[0].render()).startswith("question 1:") and app.chat.earlier_button is None
+        assert app.chat.region.contains_region(users[0].region), "turn 1 is on screen"
+        assert app.chat.later and app.chat.later_button is not None
+        for _ in range(300):  # scroll down again: later turns load below, in order
+            await pilot.press("pagedown")
+            await pilot.pause()
+            if _numbers(app)[-1] > PAGE_TURNS * 2:
+                break
+        numbers = _numbers(app)
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))) and numbers[-1] > PAGE_TURNS * 2
+        await pilot.press("ctrl+end")
+        await until(pilot, lambda: _numbers(app)[-1] == 1000 and not app.chat.later, "the last turn again")
+        assert str(app.query(UserMessage).last().render()).startswith("question 1000:")
 async def test_keys_newline_history_and_help(ollama_home, tmp_path: Path) -> None:
     home, srv = ollama_home
     app = WispApp(SessionOptions(workdir=tmp_path))

@@ -34,7 +34,7 @@ LAYERS = [
     {"config"},
     {"model", "context", "episodes"},
     {"memory"},
-    {"tools", "agents_md"},
+    {"tools", "agents_md", "session_options"},
     {"toolset", "agent", "transcript", "conversations", "mcp"},
     {"database", "commands", "chat_commands"},
     {"session"},

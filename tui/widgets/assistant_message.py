@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Markdown
 
 from ..guard import Guarded
+from .reply_text import ReplyText
 from .thinking_block import ThinkingBlock
 from .tool_block import ToolBlock
-
-if TYPE_CHECKING:
-    from textual.widgets.markdown import MarkdownStream
 
 __all__ = ["AssistantMessage"]
 
 
 class AssistantMessage(Guarded, Vertical):
     """One turn's reply, in the order it came: thinking blocks (collapsed),
-    Markdown text (streamed through Textual's ``Markdown.get_stream``, code
-    fences highlighted) and tool blocks.
+    Markdown text (:class:`~wisp.tui.widgets.ReplyText`: drawn at most once
+    a frame, finished blocks drawn once, code fences highlighted) and tool
+    blocks.
 
     It is built the same way whether it is on screen or not: before it is
     mounted the pieces are kept and composed at once (a stored turn), after
@@ -44,13 +40,6 @@ class AssistantMessage(Guarded, Vertical):
     AssistantMessage.-cut, AssistantMessage.-partial {
         border-left: thick $warning;
     }
-    AssistantMessage Markdown {
-        margin: 0;
-        padding: 0;
-    }
-    AssistantMessage MarkdownFence {
-        margin: 1 0;
-    }
     """
 
     cut: reactive[bool] = reactive(False)
@@ -61,24 +50,33 @@ class AssistantMessage(Guarded, Vertical):
     def __init__(self, text: str = "", *, cut: bool = False, partial: bool = False, name: str | None = None,
                  id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.text = ""
+        self._text: list[str] = []
+        self._text_joined: str | None = ""
         #: Before composing: the pieces in order, text as str (joined), blocks as widgets.
         self._pieces: list[str | Widget] = []
         self._composed = False
-        self._reply_md: Markdown | None = None
-        self._stream: MarkdownStream | None = None
+        self._reply_md: ReplyText | None = None
         self._thinking: ThinkingBlock | None = None
         self.set_reactive(AssistantMessage.cut, cut)
         self.set_reactive(AssistantMessage.partial, partial)
         if text:
-            self.text = text
+            self._text.append(text)
+            self._text_joined = None
             self._pieces.append(text)
+
+    @property
+    def text(self) -> str:
+        """All the visible text of the reply so far (never the thinking)."""
+        if self._text_joined is None:
+            self._text_joined = "".join(self._text)
+            self._text[:] = [self._text_joined] if self._text_joined else []
+        return self._text_joined
 
     def compose(self) -> ComposeResult:
         self._composed = True
         for piece in self._pieces:
             if isinstance(piece, str):
-                self._reply_md = Markdown(piece, classes="reply")
+                self._reply_md = ReplyText(piece, classes="reply")
                 yield self._reply_md
             else:
                 self._reply_md = None
@@ -106,8 +104,10 @@ class AssistantMessage(Guarded, Vertical):
         self._thinking.append(piece)
 
     async def add_text(self, piece: str) -> None:
-        """Add a piece of the answer as Markdown (streamed once on screen)."""
-        self.text += piece
+        """Add a piece of the answer as Markdown. On screen it is drawn within
+        a frame: this waits only to mount the text's widget once."""
+        self._text.append(piece)
+        self._text_joined = None
         if not self._composed:
             if self._pieces and isinstance(self._pieces[-1], str):
                 self._pieces[-1] += piece
@@ -115,11 +115,20 @@ class AssistantMessage(Guarded, Vertical):
                 self._pieces.append(piece)
             return
         if self._reply_md is None:
-            self._reply_md = Markdown("", classes="reply")
+            self._reply_md = ReplyText(classes="reply")
             await self.mount(self._reply_md)
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self._reply_md)
-        await self._stream.write(piece)
+        self._reply_md.append(piece)
+
+    def shown_text(self) -> str | None:
+        """The reply's text as drawn (``None`` while a piece waits for the next frame)."""
+        parts = []
+        for child in self.children:
+            if isinstance(child, ReplyText):
+                shown = child.shown_text()
+                if shown is None:
+                    return None
+                parts.append(shown)
+        return "".join(parts)
 
     async def add_tool(self, block: ToolBlock) -> None:
         """Add a tool block after what came so far; later text and thinking go below it."""
@@ -132,10 +141,9 @@ class AssistantMessage(Guarded, Vertical):
         self._thinking = None
 
     async def end_stream(self) -> None:
-        """Flush and stop the Markdown stream (nothing to do before composing)."""
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
+        """Draw what is left of the streamed text and freeze it (nothing to do before composing)."""
+        if self._reply_md is not None:
+            self._reply_md.finish()
 
     async def finish(self, *, cut: bool = False, partial: bool = False) -> None:
         """End streaming; mark the reply ``cut`` or ``partial`` (the chat pane

@@ -11,16 +11,18 @@ only draw it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from ..guard import Guarded
-from .context_panel import ContextPanel
-from .facts_panel import FactsPanel
-from .summary_panel import SummaryPanel
-from .task_panel import TaskPanel
+
+if TYPE_CHECKING:
+    from .context_panel import ContextPanel
+    from .facts_panel import FactsPanel
+    from .summary_panel import SummaryPanel
+    from .task_panel import TaskPanel
 
 __all__ = ["ContextSidebar", "PANELS", "NARROW_WIDTH"]
 
@@ -36,7 +38,11 @@ class ContextSidebar(Guarded, Vertical):
     """The three panels in a column beside the chat. Hidden when all three
     are. In a terminal narrower than :data:`NARROW_WIDTH` they fold away
     and, opened with F2–F4, lie over the chat (class ``-overlay``) instead
-    of taking its width."""
+    of taking its width.
+
+    The panels are mounted when they first have something to show (the
+    session's first :meth:`show_state`) or are first toggled, not in the
+    first frame (issue 12, "Paint first, then open")."""
 
     DEFAULT_CSS = """
     ContextSidebar {
@@ -56,9 +62,30 @@ class ContextSidebar(Guarded, Vertical):
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.facts_panel = FactsPanel(id=PANELS["facts"][1])
-        self.task_panel = TaskPanel(id=PANELS["task"][1])
-        self.summary_panel = SummaryPanel(id=PANELS["summary"][1])
+        self._panels: tuple[FactsPanel, TaskPanel, SummaryPanel] | None = None
+
+    def _made(self) -> "tuple[FactsPanel, TaskPanel, SummaryPanel]":
+        """The three panels, made (and their modules loaded) on first use."""
+        if self._panels is None:
+            from .facts_panel import FactsPanel
+            from .summary_panel import SummaryPanel
+            from .task_panel import TaskPanel
+
+            self._panels = (FactsPanel(id=PANELS["facts"][1]), TaskPanel(id=PANELS["task"][1]),
+                            SummaryPanel(id=PANELS["summary"][1]))
+        return self._panels
+
+    @property
+    def facts_panel(self) -> "FactsPanel":
+        return self._made()[0]
+
+    @property
+    def task_panel(self) -> "TaskPanel":
+        return self._made()[1]
+
+    @property
+    def summary_panel(self) -> "SummaryPanel":
+        return self._made()[2]
 
     def on_mount(self) -> None:
         self.fit_width(self.app.size.width)
@@ -73,20 +100,25 @@ class ContextSidebar(Guarded, Vertical):
         self.set_class(narrow, "-overlay")
         if narrow:  # the chat needs the room; F2–F4 bring the panels back, over it
             self.display = False
-        else:
-            self.display = any(p.display for p in (self.facts_panel, self.task_panel, self.summary_panel))
+        else:  # panels not made yet (nothing to show so far) count as shown, as they start
+            self.display = self._panels is None or any(p.display for p in self._panels)
 
     def compose(self) -> ComposeResult:
-        yield self.facts_panel
-        yield self.task_panel
-        yield self.summary_panel
+        return iter(())
 
-    def panel(self, name: str) -> ContextPanel:
+    def _mount_panels(self) -> None:
+        """Mount the three panels (once)."""
+        panels = self._made()
+        if panels[0].parent is None and self.is_mounted:
+            self.mount(*panels)
+
+    def panel(self, name: str) -> "ContextPanel":
         """The panel called ``facts``, ``task`` or ``summary``."""
         return {"facts": self.facts_panel, "task": self.task_panel, "summary": self.summary_panel}[name]
 
     def toggle(self, name: str) -> bool:
         """Show or hide one panel; returns whether it is shown now."""
+        self._mount_panels()
         panel = self.panel(name)
         if not self.display:  # hidden (all panels off, or a narrow terminal): show it with this panel
             self.display = True
@@ -98,6 +130,7 @@ class ContextSidebar(Guarded, Vertical):
 
     def show_state(self, state: Any) -> None:
         """Draw a :class:`~wisp.core.context.manager.PanelState`."""
+        self._mount_panels()
         self.facts_panel.show(state.facts)
         self.task_panel.show(state.task)
         self.summary_panel.show(state.summary, getattr(state, "summaries", None))

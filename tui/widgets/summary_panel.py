@@ -15,8 +15,6 @@ from typing import Any
 
 from rich.text import Text
 
-from wisp.core.context.summary import turn_ranges
-
 from .context_panel import ContextPanel
 
 __all__ = ["SummaryPanel", "OLDER_SHOWN", "KEPT_SHOWN"]
@@ -62,6 +60,8 @@ class SummaryPanel(ContextPanel):
         :class:`~wisp.core.context.summary.SummaryVersion`, or ``None``) and
         every version (``versions``, newest first; only the one in effect
         when not given)."""
+        from wisp.core.context.summary import turn_ranges  # the context loads after the first frame
+
         versions = list(versions if versions is not None else ([summary] if summary is not None else []))
         if summary is None and not versions:
             self.set_body(Text("None yet: every turn fits in the window.", style="dim"), empty=True)
