@@ -204,8 +204,8 @@ async def preview_compaction(context: Any, conversation: int, focus: str | None 
                            + (f" (turns {turn_ranges(ctx.left)} are summarised already)." if ctx.left else "."))
         return preview
     facts_text = "\n".join([*facts, fact_line(task)] if task else facts)
-    loaded = dict(inputs.ended)
-    batch = [(n, loaded[n]) for n in chosen if n in loaded]
+    # a turn composed from its kept render was not read: the summariser loads its entries
+    batch = await context.summariser.load_turns(ctx.conversation, chosen, inputs.loaded_entries())
     outcome = SummaryOutcome()
     drafts = await context.summariser.drafts(
         ctx, batch, ctx.summary, flags=ctx.flags, facts_text=facts_text, model=ctx.model,
