@@ -268,7 +268,8 @@ class Agent:
                         usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned)
                         self.last_usage = usage
                         yield usage
-                        warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice)
+                        warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice,
+                                                     window=self.model.context_window)
                         if warning:
                             self._audit_event("notice", {"text": warning}, conversation, turn.number)
                             yield ev.Notice(warning, level="warning")
@@ -481,7 +482,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def truncation_warning(reported: int | None, estimated: int, advice: Callable[[int], str]) -> str | None:
+def truncation_warning(reported: int | None, estimated: int, advice: Callable[[int], str], *,
+                       window: int | None = None) -> str | None:
     """A warning when the endpoint counted far fewer prompt tokens than wisp
     sent (it silently dropped the start of the prompt), else None.
 
@@ -494,6 +496,10 @@ def truncation_warning(reported: int | None, estimated: int, advice: Callable[[i
         return None
     if reported >= estimated * TRUNCATION_RATIO or estimated - reported < TRUNCATION_MIN_GAP:
         return None
-    fix = advice(estimated)
+    if window and estimated <= window:  # wisp sent a window that holds it: the server must be running smaller
+        fix = (f"wisp asked for a window of {window:,} tokens; the server may be running with a smaller one. "
+               f"{advice(estimated)}")
+    else:
+        fix = advice(estimated)
     return (f"The endpoint counted {reported:,} prompt tokens but wisp sent about {estimated:,}: "
             f"it probably dropped the start of the conversation. {fix}.")

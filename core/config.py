@@ -241,7 +241,8 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("model.name", "str", None, optional=True, example="qwen3:8b", help="the model"),
         _spec("model.context_window", "int", None, optional=True, minimum=1, unit="tokens",
               example="8192",
-              help="the model's context window; unset asks the endpoint (Ollama's num_ctx)"),
+              help="the model's context window: sent to Ollama as num_ctx; the embedded server starts with it "
+                   "(up to the model's trained length); unset asks the endpoint"),
         _spec("model.api_key_env", "str", None, optional=True, example="OPENAI_API_KEY",
               check=_check_env_name,
               help="the environment variable that holds the API key (never the key itself)"),
@@ -250,6 +251,11 @@ SCHEMA: dict[str, KeySpec] = {
               help="ask a reasoning model to think (Ollama's think)"),
         _spec("model.gguf", "str", None, optional=True, example="~/models/model.gguf",
               help="the GGUF file for the embedded llama.cpp server"),
+        _spec("model.tool_mode", "choice", "auto", choices=("native", "prompted", "auto"), example="prompted",
+              help="how tools reach the model: native (the request's tools), prompted (described in the "
+                   "system prompt, calls parsed from the reply) or auto (prompted where the server drops tools)"),
+        _spec("model.embedded_idle_s", "float", 300.0, minimum=1, unit="seconds", example="300",
+              help="how long the shared embedded server lives unused before it stops"),
         _spec("model.timeout_s", "float", 120.0, minimum=0, exclusive_min=True, unit="seconds",
               example="120", help="how long to wait for the endpoint"),
         _spec("model.load_wait_s", "float", 60.0, minimum=0, unit="seconds", example="60",
@@ -816,6 +822,13 @@ class Config:
         taken from the config file's directory), else ``<data dir>/wisp.db``."""
         value = self.get("store.path")
         return self._resolve(value) if value else default_data_dir() / "wisp.db"
+
+    @property
+    def data_dir(self) -> Path:
+        """The data directory (not created): ``$WISP_HOME/data`` or platformdirs'
+        user data dir. Shared embedded servers keep their files in
+        ``<data dir>/embedded`` (issue 10)."""
+        return default_data_dir()
 
     @property
     def audit_dir(self) -> Path:

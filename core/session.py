@@ -33,6 +33,7 @@ from .agent import Agent, AgentSettings
 from .agents_md import AgentsMd, load_agents_md
 from .audit import AuditLog
 from .config import Config
+from .context.composer import Room
 from .context.manager import ContextManager
 from .context.notes import ModelNotes
 from .database import open_store
@@ -172,16 +173,17 @@ class Session:
         self.link = ModelLink(config)
         self.side_call: SideCall = options.side_call or LinkSideCall(self.link)
         self.notes = ModelNotes.over(store, audit)
+        room = Room()  # the tokens the last request left: the context keeps it, the memory tool reads it
         # MCP servers' tools were listed by open() (issue 15); they join as ready-made tools
         self.mcp = mcp or McpServers({}, config=config, workdir=self.workdir)
         self.tools = build_registry([n for n in plan.tool_choice.names if mcp_parts(n) is None],
                                     memory=MemoryBinding(store, audit, self.notes, self.side_call,
-                                                         lambda: self.link.context_window, config),
+                                                         lambda: self.link.context_window, config, room),
                                     extra=(*mcp_tools, *options.extra_tools))
         agents = plan.agents_md
         self.context = ContextManager(
             store, audit, config, workdir=self.workdir, tools=self.tools, model=self.link,
-            side_call=self.side_call, notes=self.notes,
+            side_call=self.side_call, notes=self.notes, room=room,
             instructions=(agents.instructions, str(agents.path) if agents.path else "AGENTS.md")
             if agents is not None and agents.instructions else (None, None))
         # Tools that act ask first (issue "Tools that act")
@@ -323,6 +325,7 @@ class Session:
         """
         conversation = await self.ensure_conversation()
         self.agent.settings = self._settings()
+        self.link.refresh()
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
         # closed with this generator when a view abandons the turn's events, so the agent stops its writes

@@ -15,15 +15,21 @@ from tests.support.home import ROOT, SCREENSHOTS, require_local, write_config  #
 
 
 @pytest.fixture
-def wisp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh WISP_HOME (config, database and audit log inside it); the real home is never touched."""
+def wisp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh WISP_HOME (config, database and audit log inside it); the real home is never touched.
+    A shared embedded server started under it is stopped at the end (it would outlive the test)."""
     home = tmp_path / "wisp-home"
     home.mkdir()
     monkeypatch.setenv("WISP_HOME", str(home))
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user" / "data"))
     monkeypatch.delenv("WISP_WORKSPACE", raising=False)
-    return home
+    yield home
+    embedded = home / "data" / "embedded"
+    if embedded.is_dir() and not embedded.is_symlink():  # a link is the session's shared server's
+        from wisp.core.model.embedded import stop_shared_servers
+
+        stop_shared_servers(home / "data")
 
 
 

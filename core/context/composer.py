@@ -43,11 +43,11 @@ from typing import Any
 from .facts import Fact, FactBook
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from .task import task_visible
-from ..tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD, estimate_messages, estimate_tokens
+from ..tokens import MESSAGE_OVERHEAD, chars_per_token, estimate_messages, estimate_tokens
 from .references import reference_text
 from .turns import ToolFlags, render_turn
 
-__all__ = ["LAYERS", "SYSTEM_RULES", "CONTEXT_RULE", "ContextTooBig", "CutEntry", "fit_current", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
+__all__ = ["LAYERS", "SYSTEM_RULES", "CONTEXT_RULE", "ContextTooBig", "Room", "CutEntry", "fit_current", "MEMORY_RULE", "FactView", "Layer", "ComposeInputs", "ComposedContext",
            "TurnSlice", "build", "Composer", "facts_layer_text", "task_layer_text", "REF_INDEX_SHARE"]
 
 #: Layer keys and names, in the order of the request.
@@ -361,11 +361,11 @@ def build(inp: ComposeInputs) -> ComposedContext:
             # the current turn is whole, but a paste or an output larger than the window would be
             # dropped by the endpoint unseen: cut the largest to fit, saying how to see the rest
             target = room
-            for _ in range(4):  # the shares are estimates: cut again by what is still over
+            for _ in range(6):  # the shares are estimates (and a call's JSON is not counted): cut again by the rest
                 fitted, cut = fit_current(entries, target, ratio, inp.flags, turn=number)
                 current_msgs, _ = render_turn(number, fitted, inp.flags, whole=True)
                 over = _count_messages(current_msgs, ratio) - room
-                if over <= 0 or not cut:
+                if over <= 0 or target <= 0:
                     break
                 target -= over + 20
             entries = fitted
@@ -401,6 +401,15 @@ MIN_OUTPUT_TOKENS = 200
 CUTTABLE = ("tool_result", "prompt")
 
 
+@dataclass
+class Room:
+    """The room the last composed request of a session left in its budget
+    (``left``, tokens; ``None`` before any), kept by the context and read by
+    the memory tool so that a recalled page fits the window whole."""
+
+    left: int | None = None
+
+
 class ContextTooBig(Exception):
     """A request that cannot fit its window even after every fitting step:
     the layers no turn can free are too big. ``kind`` is ``too_big``; the
@@ -432,7 +441,8 @@ def fit_current(entries: list[Any], room: int, ratio: float, flags: ToolFlags,
     else ``/show entry N`` by the person). Shares are in proportion to the
     sizes, at least :data:`MIN_OUTPUT_TOKENS`; when so many outputs cannot
     each keep that much, the oldest stand as references (as an ended turn's
-    do) until the rest can. The whole stays in the store and the audit log.
+    do) until the rest can, but never the newest, which the model has not
+    seen yet. The whole stays in the store and the audit log.
     Pure; returns new entries and what was cut."""
     big = [e for e in entries if e.kind in CUTTABLE]
     fixed = sum(_count_text(e.content or "", ratio) for e in entries if e.kind not in CUTTABLE)
@@ -441,7 +451,8 @@ def fit_current(entries: list[Any], room: int, ratio: float, flags: ToolFlags,
     if sum(sizes.values()) <= for_big:
         return entries, []
     refs: dict[int, str] = {}
-    for e in (e for e in big if e.kind == "tool_result"):  # oldest first
+    outputs = [e for e in big if e.kind == "tool_result"]
+    for e in outputs[:-1]:  # oldest first; the newest, which the model has not seen yet, is cut rather than referred to
         need = sum(min(sizes[x.number], MIN_OUTPUT_TOKENS) for x in big if x.number not in refs) + \
             sum(_count_text(t, ratio) for t in refs.values())
         if need <= for_big:
@@ -486,7 +497,7 @@ def _cut_entry(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
     """``entry``'s text within about ``tokens``: its head (60 %) and tail (40 %),
     whole lines where the lines are short, else characters of one long line."""
     content = entry.content or ""
-    chars = max(200, int(tokens * CHARS_PER_TOKEN / (ratio or 1.0)) - 200)  # room for the marker
+    chars = max(200, int(tokens * chars_per_token(content) / (ratio or 1.0)) - 200)  # room for the marker
     lines = content.split("\n")
     head: list[str] = []
     used = 0

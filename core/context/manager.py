@@ -37,7 +37,7 @@ from ..tokens import window_from
 from ..outputs import fact_name_for_command, read_test_run
 from .bookkeeping import ASSESS_TURNS, FactDistiller, SideCost, TaskAssessor
 from .calibration import Calibration, CalibrationState
-from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, build
+from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, Room, build
 from .facts import Fact, FactOutcome, fact_event, fact_line
 from .notes import ModelNotes, fact_history
 from .summariser import Summariser
@@ -103,13 +103,14 @@ class ContextManager:
     none is written); ``notes`` the session's
     :class:`~wisp.core.context.notes.ModelNotes` (whose books this uses);
     ``instructions`` the project's instructions and their source
-    (AGENTS.md's path), or ``(None, None)``.
+    (AGENTS.md's path), or ``(None, None)``; ``room`` the :class:`Room` it
+    keeps the last request's free tokens in (shared with the memory tool).
     """
 
     def __init__(self, store: Any, audit: Any, config: Any, *, workdir: Path, tools: Any, model: ModelState,
                  side_call: SideCall | None, notes: ModelNotes,
                  instructions: tuple[str | None, str | None] = (None, None),
-                 system_rules: str = SYSTEM_RULES) -> None:
+                 system_rules: str = SYSTEM_RULES, room: Room | None = None) -> None:
         self.store = store
         self.audit = audit
         self.config = config
@@ -129,6 +130,8 @@ class ContextManager:
         self.costs: dict[int, dict[str, SideCost]] = {}
         self.instructions, self.instructions_source = instructions
         self.system_rules = system_rules
+        #: The room the last prepared request left (the memory tool reads it).
+        self.room = room if room is not None else Room()
         self.flags = ToolFlags.from_registry(tools)
         self._pending: list[ev.AgentEvent] = []
         self._scanned: dict[int, int] = {}
@@ -213,6 +216,7 @@ class ContextManager:
         if done and not ctx.over_budget:
             events.append(ev.Notice(f"To fit the model's window ({ctx.budget:,}-token budget): "
                                     + "; ".join(done) + ".", key="fit"))
+        self.room.left = ctx.tokens_left
         return Prepared(ctx, events)
 
     def overflow_message(self, ctx: ComposedContext) -> str:

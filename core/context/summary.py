@@ -204,7 +204,7 @@ def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
 
 
 def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_ref_tokens: int | None = None,
-                       chars_per_token: float = 4.0) -> tuple[str, int]:
+                       chars_per_token: float | None = None) -> tuple[str, int]:
     """The summary layer's text for a version, and how many output
     references it lists.
 

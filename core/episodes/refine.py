@@ -52,7 +52,7 @@ __all__ = [
     "REFINE_INTERVAL_S", "MAX_BATCH_EXCHANGES", "EXCERPT_BYTES", "MAX_BATCH_BYTES", "MAX_SUMMARY_CHARS",
     "CLAIM_LEASE", "INSTRUCTIONS", "RefineFormatError", "Candidate", "Batch", "ParsedMemory",
     "RefineReport", "group_key", "excerpt", "batch_limits", "plan_batch", "build_messages",
-    "parse_reply", "Refiner", "refine_with_config", "refine_in_session", "read_status",
+    "parse_reply", "Refiner", "refine_with", "read_status",
 ]
 
 #: How often the TUI runs refinement (seconds): the reference's 15 minutes.

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tokens import estimate_tokens
+from ..tokens import chars_per_token, estimate_tokens
 from ..sidecall import SideCall, SideCallError
 from .limits import CHUNK_ANSWER_TOKENS, MAX_CHUNKS
 from ..outputs import split_stored_lines
@@ -81,20 +81,23 @@ def chunk_lines(lines: list[str], budget_tokens: int) -> list[Chunk]:
     """Cut ``lines`` into chunks of whole numbered lines within
     ``budget_tokens`` each (estimated; a line longer than a chunk is cut to
     fit), in order. Every line is in exactly one chunk."""
-    budget_chars = max(64, budget_tokens * 4)
+    budget = max(16, budget_tokens)
     chunks: list[Chunk] = []
     cur: list[str] = []
     used = 0
     first = 1
     for k, line in enumerate(lines, start=1):
         shown = f"{k}\t{line}"
-        if len(shown) > budget_chars:
-            shown = shown[: budget_chars - 40] + f"… [line {k} cut]"
-        if cur and used + len(shown) + 1 > budget_chars:
+        cost = estimate_tokens(shown) + 1
+        if cost > budget:  # cut at this line's own characters a token, with room for the marker
+            keep = max(16, int((budget - 12) * chars_per_token(shown)))
+            shown = shown[:keep] + f"… [line {k} cut]"
+            cost = estimate_tokens(shown) + 1
+        if cur and used + cost > budget:
             chunks.append(Chunk(len(chunks) + 1, first, k - 1, "\n".join(cur)))
             cur, used, first = [], 0, k
         cur.append(shown)
-        used += len(shown) + 1
+        used += cost
     if cur:
         chunks.append(Chunk(len(chunks) + 1, first, len(lines), "\n".join(cur)))
     return chunks

@@ -27,12 +27,24 @@ CHUNK_PROMPT_OVERHEAD = 200
 MAX_LINE_CHARS = 4000
 
 
-def page_budget(context_window: int | None) -> int:
+#: A page never takes less than this (tokens), however little room is left.
+PAGE_TOKENS_FLOOR = 120
+#: Tokens a page leaves free of the room left in the request (the model's next words, rounding).
+ROOM_MARGIN = 64
+
+
+def page_budget(context_window: int | None, room_left: int | None = None) -> int:
     """Tokens one recall page, summary or condense result may use, for a
     model with ``context_window`` tokens (``None``: 4,096): a quarter of the
-    window, at least 300 and at most 2,000."""
+    window, at least 300 and at most 2,000; and, when ``room_left`` (tokens
+    the last composed request had left) is known, no more than that room
+    less :data:`ROOM_MARGIN`, at least :data:`PAGE_TOKENS_FLOOR`, so that a
+    recalled page fits a small window whole instead of being cut to fit it."""
     window = int(context_window or DEFAULT_CONTEXT_WINDOW)
-    return max(PAGE_TOKENS_MIN, min(PAGE_TOKENS_MAX, window // 4))
+    budget = max(PAGE_TOKENS_MIN, min(PAGE_TOKENS_MAX, window // 4))
+    if room_left is not None:
+        budget = max(PAGE_TOKENS_FLOOR, min(budget, room_left - ROOM_MARGIN))
+    return budget
 
 
 def chunk_budget(context_window: int | None) -> int:

@@ -51,13 +51,13 @@ def numbered(number: int, line: str) -> str:
 
 def page_lines(lines: list[str], start: int, budget_tokens: int) -> Page:
     """The page of ``lines`` (the stored text's lines) from 1-based line
-    ``start`` that fits ``budget_tokens`` (estimated at four characters a
-    token). ``start`` past the end gives an empty page at the end."""
+    ``start`` that fits ``budget_tokens`` (each line estimated by
+    :func:`~wisp.core.tokens.estimate_tokens`). ``start`` past the end gives an empty page at the end."""
     total = len(lines)
     start = max(1, start)
     if start > total:
         return Page([], start, start - 1, total, None)
-    budget_chars = max(1, budget_tokens) * 4
+    budget = max(1, budget_tokens)
     out: list[str] = []
     used = 0
     k = start
@@ -68,8 +68,8 @@ def page_lines(lines: list[str], start: int, budget_tokens: int) -> Page:
             shown, own_end = EOF_MARK, True
         else:
             shown = numbered(k, line)
-        cost = len(shown) + 1
-        if out and used + cost > budget_chars:
+        cost = estimate_tokens(shown) + 1
+        if out and used + cost > budget:
             break
         out.append(shown)
         used += cost

@@ -71,6 +71,9 @@ class MemoryBinding:
     side_call: SideCall | None = None
     window: Callable[[], int | None] = field(default=lambda: None)
     config: Any = None
+    #: The room the last composed request left (tokens), kept by the context
+    #: (:class:`wisp.core.context.composer.Room`); ``None``: not known.
+    room: Any = None
 
     @property
     def context_window(self) -> int | None:
@@ -131,7 +134,7 @@ class Memory:
 
     async def _dispatch(self, b: MemoryBinding, ctx: "_Call", req: Request, event: dict[str, Any]) -> str:
         conv = int(ctx.conversation_id)  # type: ignore[arg-type]
-        budget = page_budget(b.context_window)
+        budget = page_budget(b.context_window, getattr(b.room, "left", None))
         if req.verb == "memories" or (req.verb == "recall" and req.target and req.target.kind == "episode"):
             return await self._episodic(b, req, event)
         if req.verb == "recall":

@@ -115,6 +115,57 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+_OVERFLOW_NUMBERS = (
+    # llama-cpp-python (inside a stream, and the server's own formatter), vLLM and OpenAI
+    (re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)"), "prompt", "window"),
+    (re.compile(r"maximum context length is (\d+) tokens.*?requested (\d+) tokens(?: \((\d+) in the messages)?",
+                re.IGNORECASE | re.DOTALL), "window", "total"),
+)
+
+
+def suggest_window(tokens: int) -> int:
+    """A window that holds ``tokens`` with a quarter to spare: the next power of two,
+    at least 4,096 (tokens)."""
+    size = 4096
+    while size < tokens * 1.25:
+        size *= 2
+    return size
+
+
+def overflow_numbers(message: str, obj: Any = None) -> tuple[int | None, int | None]:
+    """``(prompt_tokens, window)`` from an overflow error, as far as it says them.
+
+    Reads llama.cpp's ``n_prompt_tokens`` and ``n_ctx`` fields (in the error
+    object or beside it), and the messages of llama-cpp-python ("Requested
+    tokens (N) exceed context window of M"), vLLM and OpenAI ("maximum context
+    length is M tokens. However, you requested T tokens (N in the messages,
+    …)").
+    """
+    prompt = window = None
+    for holder in (obj, obj.get("error") if isinstance(obj, dict) else None):
+        if isinstance(holder, dict):
+            prompt = prompt or _int(holder.get("n_prompt_tokens"))
+            window = window or _int(holder.get("n_ctx"))
+    for pattern, first, second in _OVERFLOW_NUMBERS:
+        m = pattern.search(message or "")
+        if not m:
+            continue
+        if first == "prompt":
+            prompt, window = prompt or int(m.group(1)), window or int(m.group(2))
+        else:
+            window = window or int(m.group(1))
+            prompt = prompt or int(m.group(3) or m.group(2))
+        break
+    return prompt, window
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def new_call_id() -> str:
     """A fresh tool-call id, ``call_`` and 12 hex digits."""
     return "call_" + uuid.uuid4().hex[:12]
@@ -233,6 +284,41 @@ class HttpEndpoint:
         """What to do when nothing listens at ``base_url``."""
         return "Start the server or set model.endpoint."
 
+    def log_advice(self) -> str:
+        """Where to look when the server misbehaves (the embedded server names its log)."""
+        return "Check the server's log and try again."
+
+    def window_advice(self, tokens: int) -> str:
+        """How to give this endpoint a window of at least ``tokens`` (see the
+        :class:`~wisp.core.model.base.Endpoint` protocol). This default is for
+        an OpenAI-compatible server wisp did not start: its window is its own
+        start flag."""
+        size = suggest_window(tokens)
+        return (f"Restart the server with a window of at least {size:,} tokens (llama.cpp's llama-server: "
+                f"--ctx-size {size}; llama-cpp-python: --n_ctx {size}; vLLM: --max-model-len {size}; LM Studio: "
+                f"the model's context length), then set model.context_window to {size}")
+
+    def overflow_error(self, detail: str, prompt_tokens: int | None, window: int | None) -> "BadRequest":
+        """The error for a prompt that did not fit: what happened, in numbers when
+        known, and how to raise the window for this endpoint."""
+        if prompt_tokens and window:
+            what = f"The prompt needed {prompt_tokens:,} tokens of the server's {window:,}-token window"
+        elif window:
+            what = f"The prompt did not fit the server's {window:,}-token window"
+        else:
+            what = f"The prompt did not fit the model's context window ({short(detail, 100)})"
+        advice = self.window_advice(max(prompt_tokens or 0, (window or 0) + 1))
+        return BadRequest(f"{what}. {advice}, or start a new conversation.", context_overflow=True,
+                          prompt_tokens=prompt_tokens, window=window)
+
+    async def count_tokens(self, text: str) -> int | None:
+        """Not supported by this endpoint: ``None`` (see the Endpoint protocol)."""
+        return None
+
+    async def probe_tools(self) -> bool | None:
+        """Cannot tell: ``None`` (see the Endpoint protocol)."""
+        return None
+
     def model_missing_message(self, available: list[str]) -> str:
         have = ", ".join(available) if available else "no models"
         return (
@@ -313,7 +399,7 @@ class HttpEndpoint:
             when = "in the middle of the reply" if streaming else "before answering"
             return Disconnected(
                 f"{self.display_name} at {self.base_url} closed the connection {when} ({short(exc, 80)}). "
-                "Check the server's log and try again."
+                f"{self.log_advice()}"
             )
         if isinstance(exc, httpx.HTTPError):
             return EndpointError(f"Request to {url} failed: {type(exc).__name__}: {short(exc)}. Try again.")
@@ -332,13 +418,15 @@ class HttpEndpoint:
             return ModelNotFound(self.model_missing_message(available), self.model, available)
         detail = short(message) if message else "no details"
         if status == 400:
-            overflow = bool(_OVERFLOW_RE.search(message))
+            overflow = bool(_OVERFLOW_RE.search(message)) or (code or "") in ("context_length_exceeded",
+                                                                               "exceed_context_size_error")
             if overflow:
-                return BadRequest(
-                    f"The request does not fit the model's context window ({detail}). "
-                    "Raise model.context_window if the model allows it, or start a new conversation.",
-                    context_overflow=True,
-                )
+                try:
+                    obj = json.loads(body)
+                except ValueError:
+                    obj = None
+                prompt, window = overflow_numbers(message, obj)
+                return self.overflow_error(message, prompt, window)
             return BadRequest(
                 f"{self.display_name} rejected the request with HTTP 400 ({detail}). Check model.name and the settings sent.",
                 context_overflow=False,
@@ -363,8 +451,7 @@ class HttpEndpoint:
             )
         if status >= 500:
             return ServerError(
-                f"{self.display_name} at {self.base_url} failed with HTTP {status} ({detail}). "
-                "Check the server's log and try again.",
+                f"{self.display_name} at {self.base_url} failed with HTTP {status} ({detail}). {self.log_advice()}",
                 status,
             )
         return ServerError(f"{self.display_name} at {self.base_url} answered HTTP {status} ({detail}).", status)

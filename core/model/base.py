@@ -28,6 +28,12 @@ from typing import Any, AsyncIterator, Literal, Protocol, Union
 Message = dict[str, Any]
 ToolSchema = dict[str, Any]
 
+#: The small tool ``probe_tools`` offers to see whether tools reach the model.
+PROBE_TOOL: ToolSchema = {"type": "function", "function": {
+    "name": "wisp_probe", "description": "Reports whether tools reach the model.",
+    "parameters": {"type": "object", "properties": {"note": {"type": "string", "description": "any text"}},
+                   "required": ["note"]}}}
+
 
 # --- stream events -------------------------------------------------------
 
@@ -67,10 +73,28 @@ class ToolCallRequest:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts the endpoint reported for one request (tokens)."""
+    """Token counts the endpoint reported for one request (tokens).
+
+    ``cached_tokens`` is how many of the prompt tokens the server took from
+    its prompt cache instead of evaluating them (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``, llama.cpp's
+    ``timings.cache_n``; the embedded server reports it too), ``None`` when
+    the server does not say. :attr:`evaluated_tokens` is the prompt tokens
+    the server had to process for this request (issue 10, "prompt-eval
+    tokens per turn").
+    """
 
     prompt_tokens: int | None
     completion_tokens: int | None
+    cached_tokens: int | None = None
+
+    @property
+    def evaluated_tokens(self) -> int | None:
+        """Prompt tokens processed for this request: ``prompt - cached`` (``prompt``
+        when the cache is not reported; ``None`` when the prompt is not)."""
+        if self.prompt_tokens is None:
+            return None
+        return max(0, self.prompt_tokens - (self.cached_tokens or 0))
 
 
 @dataclass(frozen=True)
@@ -164,13 +188,18 @@ class ModelNotFound(EndpointError):
 
 
 class BadRequest(EndpointError):
-    """HTTP 400. ``context_overflow`` is true when the prompt did not fit the window."""
+    """HTTP 400. ``context_overflow`` is true when the prompt did not fit the window;
+    then ``prompt_tokens`` and ``window`` (tokens) are set when the server said
+    them (llama.cpp, llama-cpp-python, vLLM and OpenAI do)."""
 
     kind = "bad_request"
 
-    def __init__(self, message: str, context_overflow: bool = False):
+    def __init__(self, message: str, context_overflow: bool = False, *, prompt_tokens: int | None = None,
+                 window: int | None = None):
         super().__init__(message)
         self.context_overflow = context_overflow
+        self.prompt_tokens = prompt_tokens
+        self.window = window
 
 
 class ServerError(EndpointError):
@@ -230,6 +259,23 @@ class Endpoint(Protocol):
 
     async def context_length(self) -> int | None:
         """The model's context window in tokens, if the endpoint says (Ollama ``/api/show``)."""
+        ...
+
+    async def count_tokens(self, text: str) -> int | None:
+        """Tokens in ``text`` by the server's own tokenizer (llama.cpp's ``/tokenize``,
+        llama-cpp-python's ``/extras/tokenize/count``), cached; ``None`` when the
+        server cannot count (Ollama, most OpenAI-compatible servers)."""
+        ...
+
+    async def probe_tools(self) -> bool | None:
+        """Whether ``tools`` in a request reach the model: ``False`` for a server
+        that drops them, ``None`` when it cannot tell. Costs two tiny requests."""
+        ...
+
+    def window_advice(self, tokens: int) -> str:
+        """How to give this endpoint a window of at least ``tokens`` tokens, in words
+        that are true for it (Ollama: num_ctx via model.context_window; the embedded
+        server: model.context_window; other servers: their own flag, named)."""
         ...
 
     async def aclose(self) -> None:

@@ -21,21 +21,15 @@ from typing import Any, Awaitable, Callable
 from ..tokens import window_from
 from . import base as mb
 from .resolve import EndpointSettings, ResolvedEndpoint, resolve_endpoint
+from .tool_modes import apply_tool_mode
 
 __all__ = ["ModelLink", "settings_from_config"]
 
 
 def settings_from_config(config: Any) -> EndpointSettings:
     """The :class:`EndpointSettings` of config ``model.*`` (a
-    :class:`wisp.core.config.Config`)."""
-    c = config
-    return EndpointSettings(
-        provider=c.get("model.provider"), endpoint=c.get("model.endpoint"),
-        name=c.get("model.name"), api_key_env=c.get("model.api_key_env"),
-        gguf=c.get("model.gguf"), timeout_s=float(c.get("model.timeout_s")),
-        load_wait_s=float(c.get("model.load_wait_s")),
-        reply_timeout_s=float(c.get("model.reply_timeout_s")),
-    )
+    :class:`wisp.core.config.Config`): :meth:`EndpointSettings.from_config`."""
+    return EndpointSettings.from_config(config)
 
 
 class ModelLink:
@@ -68,7 +62,14 @@ class ModelLink:
         model.context_window`` applies from the next request."""
         if not self.connected:
             return None
+        if self.embedded and self.reported_window:  # the embedded server's n_ctx: it cannot take more
+            return self.reported_window
         return window_from(self.config.get("model.context_window"), self.reported_window)[0]
+
+    def refresh(self) -> None:
+        """Apply settings that need no reconnect (``model.tool_mode``) before a turn."""
+        if self.endpoint is not None:
+            apply_tool_mode(self.endpoint, self.config.get("model.tool_mode"))
 
     @property
     def provider(self) -> str | None:
@@ -91,7 +92,8 @@ class ModelLink:
             self.label = "no endpoint"
             return False
         self._resolved = resolved
-        self.endpoint = resolved.endpoint
+        # the tools reach the model natively or by wisp's prompted protocol (issue "Real models, real work")
+        self.endpoint = apply_tool_mode(resolved.endpoint, self.config.get("model.tool_mode"))
         self.label = resolved.label
         self.model = resolved.endpoint.model
         window = resolved.context_window

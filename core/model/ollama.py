@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator
 import httpx
 
 from ._transport import (
+    suggest_window,
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_LOAD_WAIT_S,
     DEFAULT_REPLY_TIMEOUT_S,
@@ -35,6 +36,8 @@ from ._transport import (
 )
 from ..tokens import DEFAULT_CONTEXT_WINDOW
 from .base import (
+    PROBE_TOOL,
+    BadRequest,
     ChatOptions,
     Disconnected,
     Done,
@@ -129,6 +132,27 @@ class OllamaEndpoint(HttpEndpoint):
 
     def start_hint(self) -> str:
         return "Start it with `ollama serve` (then `ollama pull MODEL`), or set model.endpoint."
+
+    def window_advice(self, tokens: int) -> str:
+        """Ollama's window is the request's ``num_ctx``, which wisp sends from model.context_window."""
+        size = suggest_window(tokens)
+        return (f"Set model.context_window to {size} (wisp sends it to Ollama as num_ctx): in chat "
+                f"/config set model.context_window {size}, in a shell wisp config set model.context_window {size}")
+
+    async def probe_tools(self) -> bool | None:
+        """Whether the model takes tools: Ollama answers HTTP 400 "does not support
+        tools" for a model whose template has none (``False``); ``True`` when a
+        one-token request with a tool succeeds; ``None`` on other failures."""
+        body = await self.build_body([{"role": "user", "content": "Hi"}], [PROBE_TOOL],
+                                     ChatOptions(max_tokens=1, temperature=0.0))
+        body["stream"] = False
+        try:
+            await self.request_json("POST", "/api/chat", body)
+        except BadRequest as exc:
+            return False if "tools" in str(exc).lower() else None
+        except EndpointError:
+            return None
+        return True
 
     def model_missing_message(self, available: list[str]) -> str:
         have = ", ".join(available) if available else "no models yet"
@@ -259,7 +283,7 @@ class OllamaEndpoint(HttpEndpoint):
                 message, _ = error_from_object(obj)
                 raise StreamErrorObject(
                     f"Ollama reported an error in the middle of the reply: {short(message)}. "
-                    "The reply so far is kept; check the server's log and try again."
+                    f"The reply so far is kept. {self.log_advice()}"
                 )
             msg = obj.get("message") or {}
             if not isinstance(msg, dict):
@@ -295,5 +319,5 @@ class OllamaEndpoint(HttpEndpoint):
                 return
         raise Disconnected(
             f"Ollama at {self.base_url} ended the reply before its last line. "
-            "The reply so far is kept; check the server's log and try again."
+            f"The reply so far is kept. {self.log_advice()}"
         )

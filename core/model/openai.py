@@ -17,12 +17,15 @@ when ``finish_reason`` arrives (or at the end of the stream).
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import OrderedDict
 from typing import Any, AsyncIterator
 
 import httpx
 
 from ._transport import (
+    _OVERFLOW_RE,
     DEFAULT_CONNECT_TIMEOUT_S,
     DEFAULT_LOAD_WAIT_S,
     DEFAULT_REPLY_TIMEOUT_S,
@@ -34,15 +37,19 @@ from ._transport import (
     error_from_object,
     loads,
     new_call_id,
+    overflow_numbers,
     short,
 )
 from .base import (
+    PROBE_TOOL,
+    BadRequest,
     ChatOptions,
     Disconnected,
     Done,
     EndpointError,
     MalformedStream,
     Message,
+    ServerError,
     StreamErrorObject,
     StreamEvent,
     ThinkingDelta,
@@ -54,16 +61,23 @@ from .base import (
 from .thinking import ThinkSplitter
 
 DEFAULT_OPENAI_URL = "http://127.0.0.1:8080"
+#: The fewest extra prompt tokens that show the probe's tool reached the model
+#: (its schema is about 40 tokens).
+PROBE_MIN_TOKENS = 8
+PROBE_USER = "wisp-probe"
 _SSE_FIELDS = ("event:", "id:", "retry:")
 
 
-def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def to_openai_messages(messages: list[Message], *, results_as_user: bool = False) -> list[dict[str, Any]]:
     """Neutral messages → OpenAI's ``messages``.
 
     Assistant tool calls become ``{"id", "type": "function", "function": {"name",
     "arguments": "<JSON text>"}}``; tool results become ``{"role": "tool",
-    "tool_call_id", "content"}``.
+    "tool_call_id", "content"}``, or, with ``results_as_user``, a ``user``
+    message that names the tool (for chat formats that drop ``tool`` messages,
+    such as llama-cpp-python's ``chatml-function-calling``).
     """
+    names = {str(c.get("id", "")): str(c.get("name", "")) for m in messages for c in (m.get("tool_calls") or [])}
     out: list[dict[str, Any]] = []
     for msg in messages:
         role = msg.get("role", "user")
@@ -84,6 +98,9 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
                     for call in calls
                 ]
             out.append(item)
+        elif role == "tool" and results_as_user:
+            name = msg.get("name") or names.get(str(msg.get("tool_call_id", "")), "") or "the tool"
+            out.append({"role": "user", "content": f"[result of {name}]\n{content}"})
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": str(msg.get("tool_call_id", "")), "content": content})
         else:
@@ -114,6 +131,23 @@ class OpenAIEndpoint(HttpEndpoint):
 
     provider = "openai"
     display_name = "The OpenAI-compatible server"
+    #: Whether ``tools`` reach the model: ``None`` until :meth:`probe_tools` says
+    #: (the embedded server knows its own and sets it).
+    tools_dropped: bool | None = None
+    #: The server refuses to stream a tool call (llama-cpp-python's
+    #: ``chatml-function-calling``): a request that offers tools is sent unstreamed.
+    stream_tools = True
+    #: Send ``tool_choice: "auto"`` with tools (``chatml-function-calling`` drops
+    #: the tools without it).
+    send_tool_choice = False
+    #: Send tool results as ``user`` messages (for chat formats that drop ``tool`` messages).
+    results_as_user = False
+    #: The server takes llama.cpp's ``grammar`` field (the prompted protocol uses it).
+    accepts_grammar = False
+    #: Paths tried by :meth:`count_tokens`, in order (llama-cpp-python, then llama.cpp).
+    TOKENIZE_PATHS = ("/extras/tokenize/count", "/tokenize")
+    #: Texts whose counts :meth:`count_tokens` keeps.
+    COUNT_CACHE = 1024
 
     def __init__(
         self,
@@ -140,6 +174,8 @@ class OpenAIEndpoint(HttpEndpoint):
             headers=headers,
             reply_timeout_s=reply_timeout_s,
         )
+        self._tokenize_path: str | None = None  # found by count_tokens; "" when none works
+        self._counts: "OrderedDict[str, int]" = OrderedDict()
 
     @staticmethod
     def normalise_base_url(base_url: str) -> str:
@@ -169,18 +205,98 @@ class OpenAIEndpoint(HttpEndpoint):
         """Not reported by the OpenAI API: always ``None``."""
         return None
 
+    async def count_tokens(self, text: str) -> int | None:
+        """Tokens in ``text`` by the server's tokenizer, without special tokens added.
+
+        Tries llama-cpp-python's ``POST /extras/tokenize/count`` (``{"input"}`` →
+        ``{"count"}``), then llama.cpp's ``POST /tokenize`` (``{"content"}`` →
+        ``{"tokens"}``), and remembers which works; ``None`` when neither does
+        (then it never asks again). Counts are cached by the text's hash
+        (:data:`COUNT_CACHE` texts). Never raises for a server that cannot
+        count; raises EndpointError when the server is down.
+        """
+        if not text:
+            return 0
+        key = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+        if key in self._counts:
+            self._counts.move_to_end(key)
+            return self._counts[key]
+        paths = [self._tokenize_path] if self._tokenize_path else list(self.TOKENIZE_PATHS)
+        if self._tokenize_path == "":
+            return None
+        for path in paths:
+            body = {"input": text} if path.startswith("/extras") else {"content": text, "add_special": False}
+            try:
+                data = await self.request_json("POST", path, body)
+            except (BadRequest, ServerError, MalformedStream):
+                continue
+            count = None
+            if isinstance(data, dict):
+                if isinstance(data.get("count"), int):
+                    count = data["count"]
+                elif isinstance(data.get("tokens"), list):
+                    count = len(data["tokens"])
+            if count is None:
+                continue
+            self._tokenize_path = path
+            self._counts[key] = count
+            if len(self._counts) > self.COUNT_CACHE:
+                self._counts.popitem(last=False)
+            return count
+        self._tokenize_path = ""
+        return None
+
+    async def probe_tools(self) -> bool | None:
+        """Whether ``tools`` reach the model, from the prompt tokens the server counts
+        for a one-token request with and without one small tool (issue 10: a server
+        that drops ``tools`` counts the same for both). ``None`` when the server
+        reports no usage or the requests fail for another reason; ``False`` too
+        when it refuses tools outright (HTTP 400). Sets :attr:`tools_dropped`."""
+        messages = [{"role": "user", "content": "Hi"}]
+        counts = []
+        for tools in (None, [PROBE_TOOL]):
+            body = self.build_body(messages, tools, ChatOptions(max_tokens=1, temperature=0.0))
+            body["stream"] = False
+            body.pop("stream_options", None)
+            body["user"] = PROBE_USER  # OpenAI's end-user field: marks the probe in servers' logs
+            try:
+                data = await self.request_json("POST", "/v1/chat/completions", body)
+            except BadRequest as exc:
+                if tools and not exc.context_overflow:
+                    self.tools_dropped = True
+                    return False
+                return None
+            except EndpointError:
+                return None
+            usage = data.get("usage") if isinstance(data, dict) else None
+            counted = clamp_count(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
+            if counted is None:
+                return None
+            counts.append(counted)
+        reached = counts[1] - counts[0] >= PROBE_MIN_TOKENS
+        self.tools_dropped = not reached
+        return reached
+
     def build_body(
         self, messages: list[Message], tools: list[ToolSchema] | None, options: ChatOptions
     ) -> dict[str, Any]:
-        """The JSON body for ``/v1/chat/completions``. ``options.extra`` is merged into the body."""
+        """The JSON body for ``/v1/chat/completions``. ``options.extra`` is merged into the body.
+
+        A request that offers tools to a server that cannot stream a tool call
+        (:attr:`stream_tools` false) is not streamed."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai_messages(messages),
+            "messages": to_openai_messages(messages, results_as_user=self.results_as_user),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if tools:
             body["tools"] = tools
+            if self.send_tool_choice:
+                body["tool_choice"] = "auto"
+            if not self.stream_tools:
+                body["stream"] = False
+                body.pop("stream_options")
         if options.max_tokens is not None:
             body["max_tokens"] = options.max_tokens
         if options.temperature is not None:
@@ -230,11 +346,14 @@ class OpenAIEndpoint(HttpEndpoint):
             if resp is not None:
                 await resp.aclose()
 
-    def _stream_error(self, obj: Any) -> StreamErrorObject:
-        message, _ = error_from_object(obj)
+    def _stream_error(self, obj: Any) -> EndpointError:
+        message, code = error_from_object(obj)
+        if (code or "") in ("context_length_exceeded", "exceed_context_size_error") or _OVERFLOW_RE.search(message):
+            prompt, window = overflow_numbers(message, obj)
+            return self.overflow_error(message, prompt, window)
         return StreamErrorObject(
             f"{self.display_name} reported an error in the middle of the reply: {short(message)}. "
-            "The reply so far is kept; check the server's log and try again."
+            f"The reply so far is kept. {self.log_advice()}"
         )
 
     async def _read(self, resp: httpx.Response, path: str, clock: ReplyClock) -> AsyncIterator[StreamEvent]:
@@ -337,19 +456,16 @@ class OpenAIEndpoint(HttpEndpoint):
                         yield event
                     for call in complete_calls():
                         yield call
-            reported = obj.get("usage")
-            if isinstance(reported, dict):
-                usage = Usage(
-                    prompt_tokens=clamp_count(reported.get("prompt_tokens")),
-                    completion_tokens=clamp_count(reported.get("completion_tokens")),
-                )
+            found = usage_of(obj)
+            if found is not None:
+                usage = found
         if finish is not None:
             for event in finish_events():
                 yield event
             return
         raise Disconnected(
             f"{self.display_name} at {self.base_url} ended the reply before it finished. "
-            "The reply so far is kept; check the server's log and try again."
+            f"The reply so far is kept. {self.log_advice()}"
         )
 
     async def _read_whole(self, resp: httpx.Response, path: str, clock: ReplyClock) -> AsyncIterator[StreamEvent]:
@@ -388,14 +504,38 @@ class OpenAIEndpoint(HttpEndpoint):
                 id=str(call.get("id") or new_call_id()), name=str(fn.get("name") or ""), arguments=arguments,
                 raw_arguments=raw,
             )
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            yield Usage(clamp_count(usage.get("prompt_tokens")), clamp_count(usage.get("completion_tokens")))
+        usage = usage_of(obj)
+        if usage is not None:
+            yield usage
         reason = str(choice.get("finish_reason") or "stop")
         if n_calls and reason == "stop":
             reason = "tool_calls"
         yield Done(reason)
 
 
+def usage_of(obj: Any) -> Usage | None:
+    """The :class:`Usage` in a chunk or reply: ``usage.prompt_tokens``,
+    ``completion_tokens`` and ``prompt_tokens_details.cached_tokens`` (OpenAI's
+    shape, which the embedded server sends too), or llama.cpp's ``timings``
+    (``prompt_n`` evaluated + ``cache_n`` cached, ``predicted_n``). ``None``
+    when the object has neither."""
+    if not isinstance(obj, dict):
+        return None
+    reported = obj.get("usage")
+    timings = obj.get("timings") if isinstance(obj.get("timings"), dict) else {}
+    cached = clamp_count(timings.get("cache_n"))
+    if isinstance(reported, dict):
+        details = reported.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            cached = clamp_count(details.get("cached_tokens"))
+        return Usage(clamp_count(reported.get("prompt_tokens")), clamp_count(reported.get("completion_tokens")),
+                     cached)
+    if timings and timings.get("prompt_n") is not None:
+        evaluated = clamp_count(timings.get("prompt_n")) or 0
+        return Usage(evaluated + (cached or 0), clamp_count(timings.get("predicted_n")), cached)
+    return None
 
-__all__ = ["OpenAIEndpoint", "to_openai_messages", "DEFAULT_OPENAI_URL"]
+
+
+
+__all__ = ["OpenAIEndpoint", "to_openai_messages", "usage_of", "DEFAULT_OPENAI_URL", "PROBE_TOOL"]

@@ -10,6 +10,13 @@ Settings are plain values (config ``model.*``)::
     timeout_s    seconds (reads and connecting, see the adapters)
     reply_timeout_s  seconds a whole reply may take
     load_wait_s  seconds of waiting out HTTP 503
+    context_window   tokens, or None: the embedded server's n_ctx (capped at the
+                     model's trained length)
+    tool_mode    "native" | "prompted" | "auto": native starts the embedded
+                 server with the function-calling chat format
+    embedded_idle_s  seconds a shared embedded server lives unused
+    data_dir     where shared embedded servers keep their lock, port file and
+                 log (``<data_dir>/embedded``); None runs a private server
 
 ``auto`` tries Ollama at 127.0.0.1:11434 (``GET /api/tags``), then an
 OpenAI-compatible server at 127.0.0.1:8080 (``GET /v1/models``), then the
@@ -30,7 +37,10 @@ import httpx
 
 from ._transport import DEFAULT_LOAD_WAIT_S, DEFAULT_REPLY_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from .base import EndpointError, NoEndpoint
-from .embedded import EmbeddedServer, embedded_available, server_importable
+from .embedded import (
+    DEFAULT_IDLE_S, DEFAULT_START_TIMEOUT_S, FUNCTION_CALLING_FORMAT, EmbeddedEndpoint, EmbeddedServer, EmbeddedSpec,
+    SharedServer, check_gguf, embedded_available, ensure_shared_server, server_importable, window_for,
+)
 from .ollama import DEFAULT_OLLAMA_URL, OllamaEndpoint
 from .openai import DEFAULT_OPENAI_URL, OpenAIEndpoint
 
@@ -51,6 +61,28 @@ class EndpointSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     load_wait_s: float = DEFAULT_LOAD_WAIT_S
     reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S
+    context_window: int | None = None
+    tool_mode: str = "auto"
+    embedded_idle_s: float = DEFAULT_IDLE_S
+    data_dir: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Any) -> "EndpointSettings":
+        """The settings from a config's ``model.*`` keys (anything with ``get(key)``,
+        like :class:`wisp.core.config.Config`), with ``data_dir`` from its
+        ``data_dir`` attribute when it has one (shared embedded servers)."""
+        get = config.get
+        data_dir = getattr(config, "data_dir", None)
+        return cls(
+            provider=get("model.provider") or "auto", endpoint=get("model.endpoint"), name=get("model.name"),
+            api_key_env=get("model.api_key_env"), gguf=get("model.gguf"),
+            timeout_s=float(get("model.timeout_s") or DEFAULT_TIMEOUT_S),
+            load_wait_s=float(get("model.load_wait_s") if get("model.load_wait_s") is not None else DEFAULT_LOAD_WAIT_S),
+            reply_timeout_s=float(get("model.reply_timeout_s") or DEFAULT_REPLY_TIMEOUT_S),
+            context_window=get("model.context_window"), tool_mode=get("model.tool_mode") or "auto",
+            embedded_idle_s=float(get("model.embedded_idle_s") or DEFAULT_IDLE_S),
+            data_dir=str(data_dir) if data_dir else None,
+        )
 
 
 @dataclass
@@ -58,16 +90,18 @@ class ResolvedEndpoint:
     """What :func:`resolve_endpoint` found.
 
     ``endpoint`` is ready to stream; ``label`` is for the status bar, like
-    ``"ollama http://127.0.0.1:11434"``; ``embedded`` is the server wisp started
-    (or ``None``), which the caller stops — :meth:`aclose` does both.
+    ``"ollama http://127.0.0.1:11434"``; ``embedded`` is the embedded server
+    (or ``None``): a :class:`SharedServer` handle, which :meth:`aclose` only
+    lets go of (the server serves other wisps and stops when idle), or a
+    private :class:`EmbeddedServer`, which :meth:`aclose` stops.
     ``context_window`` (tokens) is known only for the embedded server (its
-    ``n_ctx``): llama-cpp-python's server answers a prompt longer than that by
-    closing the stream, so the caller should keep the token budget under it.
+    ``n_ctx``, authoritative: the server cannot take more), so the caller
+    keeps the token budget under it.
     """
 
     endpoint: OllamaEndpoint | OpenAIEndpoint
     label: str
-    embedded: EmbeddedServer | None = None
+    embedded: EmbeddedServer | SharedServer | None = None
     context_window: int | None = None
 
     @property
@@ -171,6 +205,47 @@ async def _finish(
     return ResolvedEndpoint(endpoint, f"{endpoint.provider} {endpoint.base_url}")
 
 
+async def _start_embedded(
+    s: EndpointSettings,
+    factory: EmbeddedFactory | None,
+    log_path: str | os.PathLike[str] | None,
+    on_status: Callable[[str], Awaitable[None] | None] | None,
+) -> ResolvedEndpoint:
+    """Find or start the embedded server: shared under ``s.data_dir`` when set,
+    else a private child (``factory`` makes it, for tests)."""
+    chat_format = FUNCTION_CALLING_FORMAT if (s.tool_mode or "auto") == "native" else None
+    server: EmbeddedServer | SharedServer
+    if factory is None and s.data_dir:
+        path = check_gguf(s.gguf)
+        n_ctx, trained = window_for(path, s.context_window)
+        spec = EmbeddedSpec(path, n_ctx, chat_format, float(s.embedded_idle_s), trained)
+        server = await ensure_shared_server(spec, s.data_dir, start_timeout_s=max(DEFAULT_START_TIMEOUT_S, s.timeout_s),
+                                            on_status=on_status)
+    else:
+        if factory is not None:
+            server = factory()
+        else:
+            n_ctx, _ = window_for(check_gguf(s.gguf), s.context_window)
+            server = EmbeddedServer(log_path=log_path, n_ctx=n_ctx, chat_format=chat_format)
+        if on_status is not None:
+            result = on_status("Starting the embedded model (llama.cpp, SmolLM2)…")
+            if result is not None:
+                await result
+        await server.start(s.gguf)
+    try:
+        # a restart after an idle stop takes a second or two and says nothing (on_status is
+        # for the first start: the TUI shows its line until the connection is made)
+        endpoint = EmbeddedEndpoint(server, name=s.name, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,
+                                    reply_timeout_s=s.reply_timeout_s)
+        if not endpoint.model:
+            await _pick_model(endpoint, None, OPENAI_EMPTY_HINT)
+    except BaseException:
+        await server.stop()
+        raise
+    return ResolvedEndpoint(endpoint, f"embedded llama.cpp {server.base_url}", embedded=server,
+                            context_window=server.n_ctx)
+
+
 OLLAMA_EMPTY_HINT = f"Pull one with `ollama pull {SUGGESTED_OLLAMA_MODEL}`, or set model.name."
 OPENAI_EMPTY_HINT = "Load a model into the server, or set model.name."
 
@@ -236,25 +311,7 @@ async def resolve_endpoint(
     if embedded and (s.gguf or not s.endpoint):
         available = server_importable() and (bool(s.gguf) or embedded_available())
         if available or embedded_factory is not None:
-            server = embedded_factory() if embedded_factory else EmbeddedServer(log_path=embedded_log_path)
-            if on_status is not None:
-                result = on_status("Starting the embedded model (llama.cpp, SmolLM2)…")
-                if result is not None:
-                    await result
-            base_url = await server.start(s.gguf)
-            try:
-                endpoint = OpenAIEndpoint(
-                    base_url, s.name or server.model or "", timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,
-                    reply_timeout_s=s.reply_timeout_s,
-                )
-                if not endpoint.model:
-                    await _pick_model(endpoint, None, OPENAI_EMPTY_HINT)
-            except BaseException:
-                await server.stop()
-                raise
-            return ResolvedEndpoint(
-                endpoint, f"embedded llama.cpp {base_url}", embedded=server, context_window=server.n_ctx
-            )
+            return await _start_embedded(s, embedded_factory, embedded_log_path, on_status)
         tried.append("the embedded default (not installed)")
 
     raise NoEndpoint(

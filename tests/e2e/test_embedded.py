@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from wisp.core.model.base import ChatOptions, Done, TextDelta, Usage
+from wisp.core.model.base import BadRequest, ChatOptions, Done, TextDelta, Usage
 from wisp.core.model.embedded import (
     DEFAULT_N_CTX,
+    EmbeddedEndpoint,
     EmbeddedServer,
     EmbeddedServerError,
+    EmbeddedSpec,
+    SharedServer,
     default_gguf_path,
     embedded_available,
+    ensure_shared_server,
+    lock_held,
+    lock_pid,
+    read_info,
     server_importable,
+    state_dir_for,
+    stop_shared_servers,
+    window_for,
 )
 from wisp.core.model.openai import OpenAIEndpoint
 from wisp.core.model.resolve import EndpointSettings, resolve_endpoint
@@ -69,6 +86,7 @@ async def test_bad_gguf_reports_the_server_output(tmp_path):
         await server.start(bogus)
     assert "exited" in str(info.value)
     assert info.value.log_tail  # the server's own words
+    assert f"Its log is {tmp_path / 'server.log'}." in str(info.value)
     assert "\n" not in str(info.value)
     assert not server.running
 
@@ -95,9 +113,9 @@ async def test_real_server_streams_a_reply(tmp_path, capfd):
     reply = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert reply.strip(), events
     assert isinstance(events[-1], Done) and events[-1].reason in ("stop", "length")
-    # llama-cpp-python's server sends no usage chunk in streams; if it ever does, it must be sane
-    for usage in (e for e in events if isinstance(e, Usage)):
-        assert usage.prompt_tokens is None or usage.prompt_tokens > 0
+    # llama-cpp-python streams no usage; wisp's host adds it (issue 10), with the prompt cache's share
+    [usage] = [e for e in events if isinstance(e, Usage)]
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0 and usage.cached_tokens == 0
     assert not pid_alive(pid)  # stopped on exit
     assert log.stat().st_size > 0  # its output went to the log ...
     out, err = capfd.readouterr()
@@ -128,3 +146,131 @@ async def test_auto_starts_the_embedded_default_when_nothing_answers(tmp_path):
     finally:
         await resolved.aclose()
     assert not resolved.embedded.running
+
+
+# --- the shared server (issue 10) -------------------------------------------------------------
+
+TOKENS = json.loads((Path(__file__).parent.parent / "data" / "tokens" / "smollm2_counts.json").read_text())
+
+
+def small_spec(idle_s: float = 600, n_ctx: int = 2048) -> EmbeddedSpec:
+    gguf = default_gguf_path()
+    return EmbeddedSpec(gguf, n_ctx, None, idle_s, window_for(gguf, None)[1])
+
+
+async def until(condition, what: str, limit_s: float = 60.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+def shared_endpoint(shared_embedded):
+    """An endpoint on the session's shared embedded server (the spec every embedded_home uses)."""
+    async def make() -> EmbeddedEndpoint:
+        from wisp.core.model.resolve import EndpointSettings, resolve_endpoint
+
+        resolved = await resolve_endpoint(EndpointSettings(provider="auto", endpoint=dead_url(),
+                                                           gguf=str(default_gguf_path()), embedded_idle_s=900,
+                                                           data_dir=str(shared_embedded)))
+        assert isinstance(resolved.embedded, SharedServer)
+        return resolved.endpoint
+    return make
+
+
+@pytest.mark.real_model
+@needs_local
+async def test_the_shared_server_counts_exactly_and_reports_its_prompt_cache(shared_endpoint) -> None:
+    endpoint = await shared_endpoint()
+    try:
+        for sample in TOKENS["samples"]:  # the server's tokenizer is SmolLM2's
+            assert await endpoint.count_tokens(sample["text"]) == sample["smollm2_tokens"]
+        history = [{"role": "system", "content": "You are terse. " * 40},
+                   {"role": "user", "content": "Name a colour."}]
+        usages = []
+        for extra in ([], [{"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another."}]):
+            events = [e async for e in endpoint.stream_chat(history + extra, None,
+                                                            ChatOptions(max_tokens=8, temperature=0.0))]
+            usages.append(next(e for e in events if isinstance(e, Usage)))
+    finally:
+        await endpoint.aclose()
+    first, second = usages
+    assert first.prompt_tokens and first.prompt_tokens > 200 and first.completion_tokens
+    # the follow-up reprocesses only its new tokens: the rest comes from the server's cache
+    assert second.cached_tokens >= first.prompt_tokens - 2
+    assert second.evaluated_tokens < 40
+
+
+@pytest.mark.real_model
+@needs_local
+async def test_an_overflow_says_what_happened_in_numbers(tmp_path) -> None:
+    server = EmbeddedServer(log_path=tmp_path / "small.log", n_ctx=512)
+    async with server:
+        endpoint = EmbeddedEndpoint(server, timeout_s=120)
+        try:
+            with pytest.raises(BadRequest) as info:
+                async for _ in endpoint.stream_chat([{"role": "user", "content": "word " * 900}], None,
+                                                    ChatOptions(max_tokens=8)):
+                    pass
+        finally:
+            await endpoint.aclose()
+    message = str(info.value)
+    assert info.value.context_overflow and info.value.window == 512 and info.value.prompt_tokens > 900
+    assert message.startswith(f"The prompt needed {info.value.prompt_tokens:,} tokens of the server's 512-token window.")
+    assert "Set model.context_window to 4096 (wisp starts the embedded server again" in message
+    assert "log" not in message  # nothing went wrong with the server: no need to read its log
+
+
+@pytest.mark.real_model
+@needs_local
+async def test_a_killed_starter_or_server_never_wedges_the_lock(tmp_path) -> None:
+    spec = small_spec()
+    state = state_dir_for(tmp_path, spec)
+    state.mkdir(parents=True)
+    # a wisp that dies while it holds start.lock (kill -9: no cleanup of any kind)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(state / 'start.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        server = await ensure_shared_server(spec, tmp_path, start_timeout_s=120)
+        first = server.pid
+        assert server.started_here and lock_held(state) and lock_pid(state) == first
+        # the server itself killed -9: the kernel frees its lock; the next wisp starts another
+        os.kill(first, signal.SIGKILL)
+        await until(lambda: not lock_held(state), "the lock to be free")
+        assert read_info(state)["pid"] == first  # its port file is stale, and is not trusted
+        again = await ensure_shared_server(spec, tmp_path, start_timeout_s=120)
+        assert again.pid != first and again.started_here and lock_pid(state) == again.pid
+        # a handle on the dead server follows to the new one
+        assert await server.ensure() == again.base_url
+    finally:
+        holder.kill()
+        stop_shared_servers(tmp_path)
+    assert not lock_held(state)
+
+
+@pytest.mark.real_model
+@needs_local
+async def test_an_idle_server_stops_and_the_next_request_starts_it_again(tmp_path) -> None:
+    spec = small_spec(idle_s=2)
+    server = await ensure_shared_server(spec, tmp_path, start_timeout_s=120)
+    endpoint = EmbeddedEndpoint(server, timeout_s=120)
+    state = server.state_dir
+    try:
+        status = await server.status()
+        assert status["idle_s"] == 2 and status["pid"] == server.pid
+        await until(lambda: not lock_held(state), "the idle server to stop", limit_s=60)
+        assert read_info(state) is None  # it removed its port file
+        assert "unused for 2 s; stopping" in (state / "server.log").read_text()
+        first = server.pid
+        events = [e async for e in endpoint.stream_chat([{"role": "user", "content": "Hi"}], None,
+                                                        ChatOptions(max_tokens=4))]
+        assert isinstance(events[-1], Done) and server.pid != first and lock_held(state)
+    finally:
+        await endpoint.aclose()
+        stop_shared_servers(tmp_path)

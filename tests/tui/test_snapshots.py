@@ -65,9 +65,10 @@ def test_chat_view(snap_compare, fixed_place: FixedPlace) -> None:
     (fixed_place.workdir / "answer.py").write_text("def answer():\n    return 42\n")
     with FakeOllama(port=fixed_place.port) as srv:
         srv.push(reply(thinking("They ask what answer() returns; read the file first."), text("Let me read it."),
-                       tool_call("read_file", {"path": "answer.py"}, id="call_1"), finish="tool_calls"),
+                       tool_call("read_file", {"path": "answer.py"}, id="call_1"), finish="tool_calls",
+                       usage=(540, 30)),
                  reply(text("`answer()` returns **42**:\n\n```python\ndef answer():\n"),
-                       text("    return 42\n```\n\nNothing else is in the file.")))
+                       text("    return 42\n```\n\nNothing else is in the file."), usage=(610, 24)))
         app = WispApp(SessionOptions(workdir=fixed_place.workdir))
 
         async def steps(pilot: Any) -> None:

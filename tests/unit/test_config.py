@@ -111,6 +111,8 @@ EXPECTED_DEFAULTS = {
     "model.api_key_env": None,
     "model.think": "auto",
     "model.gguf": None,
+    "model.tool_mode": "auto",
+    "model.embedded_idle_s": 300.0,
     "model.timeout_s": 120.0,
     "model.load_wait_s": 60.0,
     "model.reply_timeout_s": 900.0,

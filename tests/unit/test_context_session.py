@@ -154,11 +154,11 @@ async def test_calibration_is_kept_per_model(wisp_home: Path, srv, tmp_path: Pat
     make_home(wisp_home, srv)
     async with await open_session(tmp_path) as s:
         srv.push(reply(text("ok"), usage=(10, 1)))
-        await run(s, "x" * 4000)  # the reported count is far below the estimate: ignored (truncation)
+        await run(s, "word " * 1000)  # the reported count is far below the estimate: ignored (truncation)
         state = await s.context.calibration.get("wisp-fake:latest")
         assert state.samples == 0
         srv.push(reply(text("ok"), usage=(3000, 1)))
-        await run(s, "x" * 4000)
+        await run(s, "word " * 1000)
         state = await s.context.calibration.get("wisp-fake:latest")
         assert state.samples == 1 and state.context_window == s.context_window
         estimate = s.agent.last_usage.estimated_prompt  # the second request's, as the agent counted it
@@ -169,7 +169,7 @@ async def test_calibration_is_kept_per_model(wisp_home: Path, srv, tmp_path: Pat
         assert ctx.ratio == pytest.approx(1 + (state.ratio - 1) / 5)
         assert (await s.context.calibration.get("another-model")).samples == 0
         # a second sample moves the ratio part of the way (a moving average)
-        srv.push(reply(text("ok"), usage=(int(s.agent.last_usage.estimated_prompt * 0.1) + 5000, 1)))
+        srv.push(reply(text("ok"), usage=(int(s.agent.last_usage.estimated_prompt * 2), 1)))
         await run(s, "y" * 40)
         after = await s.context.calibration.get("wisp-fake:latest")
         assert after.samples == 2 and after.ratio != state.ratio

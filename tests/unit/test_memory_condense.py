@@ -41,15 +41,15 @@ async def test_condense_asks_each_chunk_and_counts_the_ones_that_fail(tmp_path: 
                                                                                      timeout_s=5, load_wait_s=1)
         h = await make_harness(tmp_path, endpoint=endpoint, context_window=2048)
         await h.begin()
-        out = await h.tool_output("run_command", {"command": "make"}, link_log(1200), meta={"exit_status": 2})
+        out = await h.tool_output("run_command", {"command": "make"}, link_log(1000), meta={"exit_status": 2})
         await h.end()
-        n_chunks = len(chunk_lines(link_log(1200).split("\n"), chunk_budget(2048)))
+        n_chunks = len(chunk_lines(link_log(1000).split("\n"), chunk_budget(2048)))
         assert 4 <= n_chunks <= MAX_CHUNKS
         script = []
         for i in range(n_chunks):
             if i == 1:
                 script.append(fault.status(500, {"error": "the model crashed"}))
-            elif i == n_chunks // 2 or i == (1200 // 2) * n_chunks // 1200:
+            elif i == n_chunks // 2 or i == (1000 // 2) * n_chunks // 1000:
                 script.append(reply("Line 601: /usr/bin/ld: cannot find -lssl, so the link failed."))
             else:
                 script.append(reply("Nothing here."))
@@ -58,7 +58,7 @@ async def test_condense_asks_each_chunk_and_counts_the_ones_that_fail(tmp_path: 
         text = await h.ask(f"condense entry {out.number}: {QUESTION}")
         lines = text.splitlines()
         assert lines[0] == f'condensed by the model wisp-fake, not by an exact reader: "{QUESTION}"'
-        assert lines[1].startswith(f"read: lines 1–1,200 of 1,200 of entry {out.number} (run_command output), "
+        assert lines[1].startswith(f"read: lines 1–1,000 of 1,000 of entry {out.number} (run_command output), "
                                    f"in {n_chunks} chunks; 1 said something, {n_chunks - 2} said nothing here")
         failed = next(x for x in lines if "failed and was not read" in x)
         assert failed.startswith("1 chunk failed and was not read: chunk 2 (lines ")
@@ -118,9 +118,9 @@ async def test_answers_that_do_not_fit_are_combined_once(tmp_path: Path) -> None
         endpoint = OllamaEndpoint(srv.base_url, "wisp-fake", timeout_s=5, load_wait_s=1)
         h = await make_harness(tmp_path, endpoint=endpoint, context_window=1200)
         await h.begin()
-        out = await h.tool_output("run_command", {"command": "make"}, link_log(800))
+        out = await h.tool_output("run_command", {"command": "make"}, link_log(500))
         await h.end()
-        n = len(chunk_lines(link_log(800).split("\n"), chunk_budget(1200)))
+        n = len(chunk_lines(link_log(500).split("\n"), chunk_budget(1200)))
         srv.push(*[reply("A long note: " + "the linker ran and many objects were built; " * 12) for _ in range(n)])
         srv.push(reply("Combined: the link failed because -lssl was missing (line 401)."))
         await h.begin()

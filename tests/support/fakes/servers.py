@@ -623,9 +623,19 @@ class FakeOpenAI(FakeServer):
     protocol = "openai"
     chat_path = "/v1/chat/completions"
 
-    def __init__(self, script: Iterable[dict] | None = None, *, api_key: str | None = None, **kw: Any) -> None:
+    def __init__(self, script: Iterable[dict] | None = None, *, api_key: str | None = None,
+                 drops_tools: bool = False, tokenize: str | None = None, **kw: Any) -> None:
         super().__init__(script, **kw)
         self.api_key = api_key
+        #: Which tokenize route it serves, counting words: ``"llama-cpp-python"``
+        #: (``POST /extras/tokenize/count``), ``"llama.cpp"`` (``POST /tokenize``) or ``None``.
+        self.tokenize = tokenize
+        #: Like llama-cpp-python's server without a function-calling chat format: the
+        #: prompt tokens it counts leave out ``tools``.
+        self.drops_tools = drops_tools
+        #: wisp's tool probes (requests with ``"user": "wisp-probe"``), answered apart:
+        #: they take no script entry and are not in ``requests`` or ``chat_bodies``.
+        self.probes: list[Any] = []
         self._completion_id = 0
         self._call_index = 0
 
@@ -648,6 +658,15 @@ class FakeOpenAI(FakeServer):
             h._send_json(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "wisp-fake"} for m in self.models
             ]})  # fmt: skip
+        elif method == "POST" and path == "/extras/tokenize/count" and self.tokenize == "llama-cpp-python":
+            h._send_json(200, {"count": len(str(body.get("input", "")).split())})
+        elif method == "POST" and path == "/tokenize" and self.tokenize == "llama.cpp":
+            h._send_json(200, {"tokens": list(range(len(str(body.get("content", "")).split())))})
+        elif method == "POST" and path == self.chat_path and isinstance(body, dict) and body.get("user") == "wisp-probe":
+            with self._lock:
+                self.requests = [r for r in self.requests if r["body"] is not body]  # a probe is kept apart
+                self.probes.append(body)
+            h._send_json(200, self.probe_reply(body))
         elif method == "POST" and path == self.chat_path:
             model = body.get("model") if isinstance(body, dict) else None
             if self.check_model and model not in self.models:
@@ -656,6 +675,17 @@ class FakeOpenAI(FakeServer):
             self._play(h, self._next_entry(body), body)
         else:
             h._send_json(404, {"error": {"message": f"Not found: {path}", "type": "not_found_error"}})
+
+    def probe_reply(self, body: dict) -> dict:
+        """A one-token reply whose prompt tokens are the words of the messages, and of
+        the tools unless :attr:`drops_tools`."""
+        words = sum(len(str(m.get("content") or "").split()) for m in body.get("messages") or [])
+        if body.get("tools") and not self.drops_tools:
+            words += len(json.dumps(body["tools"]).split())
+        return {"id": "chatcmpl-probe", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", ""),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1}}
 
     def error_body(self, status: int, message: str) -> Any:
         kind = "invalid_request_error" if status < 500 else "server_error"
