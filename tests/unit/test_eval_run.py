@@ -130,7 +130,7 @@ async def test_with_the_fact_distiller_a_decision_stated_in_passing_is_in_every_
     for memory in (False, True):
         assert cells[memory].mean == 10.0, failed(report, "stated-in-passing", memory)
         run = cells[memory].runs[0]
-        assert run.side_calls >= 5  # a distiller call for each turn that stated a decision, and the summary
+        assert run.side_calls > (3 if quick else 4)  # a distiller call a turn that stated a decision, and the summary
     asked = [b["messages"] for b in srv.chat_bodies
              if b.get("tools") and b["messages"][-1]["content"] == "Which separator does the CSV export use?"]
     last = asked[-1]  # the question's request (memory on)
