@@ -115,13 +115,14 @@ def test_settings_go_over_the_scenarios_config_and_under_the_runs_own(wisp_home:
     scenario = builtin_scenario("stated-in-passing")
     person = Config(None, {})
     plain = run_values(scenario, False, person, _link(), wisp_home, quick=False)
-    assert plain["model.context_window"] == 2048 and "context.distill" not in plain
+    assert plain["model.context_window"] == 3072 and "context.distill" not in plain
     values = run_values(scenario, True, person, _link(), wisp_home, quick=False,
                         settings={"context.distill": True, "model.context_window": 4096,
                                   "tools.enabled": ["read_file", "run_command"]})
     assert values["context.distill"] is True and values["model.context_window"] == 4096
     assert values["tools.enabled"] == ["read_file", "run_command"] and values["context.memory"] is True
     # the quick caps stay under a setting; a setting cleared leaves wisp's default (here: what the link says)
+    assert plain["context.reserve"] == 768
     quick = run_values(scenario.quick(), False, person, _link(reported=1024), wisp_home, quick=True,
                        settings={"model.max_tokens": 200, "context.reserve": None})
     assert quick["model.max_tokens"] == 200 and "context.reserve" not in quick and quick["agent.max_steps"] == 8
