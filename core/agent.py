@@ -97,9 +97,11 @@ class TurnContext(Protocol):
     """The layered context as the agent uses it
     (:class:`wisp.core.context.manager.ContextManager`)."""
 
-    async def prepare(self, conversation: int, turn: int) -> Any:
+    async def prepare(self, conversation: int, turn: int,
+                      progress: Callable[[ev.AgentEvent], None] | None = None) -> Any:
         """Before each request: ``.context`` (the composed request: ``messages``,
-        ``tools``, ``total``, ``window``) and ``.events``."""
+        ``tools``, ``total``, ``window``) and ``.events``; ``progress`` gets
+        events to show while it works (a running summary being written)."""
         ...
 
     async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None: ...
@@ -199,20 +201,28 @@ class Agent:
 
     # --- the loop -----------------------------------------------------------
 
-    async def run_turn(self, conversation: int, prompt: str) -> AsyncIterator[ev.AgentEvent]:
+    async def run_turn(self, conversation: int, prompt: str,
+                       supersedes: int | None = None) -> AsyncIterator[ev.AgentEvent]:
         """Run one turn for ``prompt``; yields :mod:`wisp.core.events` in order,
         ending with :class:`~wisp.core.events.TurnEnded`. Never raises an
         endpoint error; re-raises ``CancelledError`` after recording the stop.
         A conversation another live process is running a turn of gives one
         ``Error`` of kind ``busy`` and nothing else (the claim is atomic:
-        :meth:`wisp.core.store.Store.begin_turn`)."""
+        :meth:`wisp.core.store.Store.begin_turn`). With ``supersedes`` (a
+        turn number: ``/retry``, ``/edit``), the new turn takes that one's
+        place in the same claim, before the request is composed, so the
+        request holds only the current versions (issue 16); the old turn
+        stays in the record."""
         try:
-            turn = await self.store.begin_turn(conversation)
+            turn = await self.store.begin_turn(conversation, supersedes=supersedes)
         except ConversationBusy as exc:
             yield ev.Error("busy", str(exc))
             return
+        if supersedes is not None:
+            self._audit_event("turn.superseded", {"turn": supersedes, "by": turn.number}, conversation, turn.number)
         entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
-        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt)
+        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt,
+                             supersedes=supersedes)
 
         state = "done"
         step = _Step()
@@ -231,7 +241,23 @@ class Agent:
                 for observer in self.observers:
                     for item in await self._safe_hook(observer.before_request, conversation, turn.number):
                         yield item
-                prepared = await self.context.prepare(conversation, turn.number)
+                shown: asyncio.Queue[ev.AgentEvent] = asyncio.Queue()
+                preparing = asyncio.ensure_future(self.context.prepare(conversation, turn.number,
+                                                                       progress=shown.put_nowait))
+                try:  # what preparing says while it works (a summary can take the model minutes) shows at once
+                    while not preparing.done():
+                        getting = asyncio.ensure_future(shown.get())
+                        await asyncio.wait({preparing, getting}, return_when=asyncio.FIRST_COMPLETED)
+                        if getting.done():
+                            yield getting.result()
+                        else:
+                            getting.cancel()
+                finally:
+                    if not preparing.done():
+                        preparing.cancel()
+                while not shown.empty():
+                    yield shown.get_nowait()
+                prepared = preparing.result()
                 for item in prepared.events:
                     yield item
                 composed = prepared.context
@@ -265,7 +291,8 @@ class Agent:
                         step.usage = item
                         prompt_tokens = item.prompt_tokens
                         completion_tokens = item.completion_tokens
-                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned)
+                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned,
+                                         cached=item.cached_tokens, evaluated=item.evaluated_tokens)
                         self.last_usage = usage
                         yield usage
                         warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice,
@@ -280,7 +307,7 @@ class Agent:
                     elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
                         yield ev.Notice(
                             f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
-                            "(model.reply_timeout_s); Esc stops it.", key="reply-wait")
+                            "(model.reply_timeout_s); Esc stops it.", key="reply-wait", transient=True)
                     elif isinstance(item, mb.Done):
                         step.done_reason = item.reason
 

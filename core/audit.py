@@ -367,6 +367,45 @@ class AuditLog:
         for _, ev in self.iter_with_refs():
             yield ev
 
+    def event_ids(self, conversation: int) -> list[str]:
+        """The ids of the kept events of one conversation, oldest first
+        (``wisp export``'s JSON lists them: issue 16). Reads the whole log."""
+        return [ev["id"] for ev in self.iter_events() if ev.get("conversation") == conversation]
+
+    def purge(self, conversation: int) -> int:
+        """Blank out every kept event of one conversation (``wisp
+        conversations rm ID --purge-audit``: issue 16); returns how many.
+
+        Each such line is overwritten in place by a line of the same length,
+        ``{"id": …, "time": …, "kind": "purged"}`` padded with spaces, so
+        every other event stays at its byte offset and :meth:`read` still
+        finds it by its :class:`AuditRef` (the rule that an event's location
+        never changes). Works whether or not the log is enabled; ``OSError``
+        for an unexpected I/O failure."""
+        count = 0
+        with self._lock:
+            for path in self.files():
+                try:
+                    f = open(path, "r+b")
+                except FileNotFoundError:
+                    continue
+                with f:
+                    offset = 0
+                    spots: list[tuple[int, bytes]] = []
+                    for line in f:
+                        ev = _decode(line, None)
+                        if ev is not None and ev.get("conversation") == conversation and ev.get("kind") != "purged":
+                            stone = json.dumps({"id": ev["id"], "time": ev.get("time"), "kind": "purged"}).encode()
+                            if len(stone) >= len(line):
+                                stone = b"{}"
+                            spots.append((offset, stone.ljust(len(line) - 1) + b"\n"))
+                        offset += len(line)
+                    for at, data in spots:
+                        f.seek(at)
+                        f.write(data)
+                    count += len(spots)
+        return count
+
 
 def _decode(line: bytes, event_id: str | None) -> dict[str, Any] | None:
     if not line.endswith(b"\n"):

@@ -2,7 +2,8 @@
 
 ``wisp`` alone opens the TUI (through the ``run_tui`` callback that
 :mod:`wisp.tui.launch` passes in, so core never imports Textual).
-``wisp ask``, ``wisp conversations`` and ``wisp config`` run here.
+``wisp ask``, ``wisp conversations`` (list, ``search``, ``rm``), ``wisp
+export``, ``wisp import`` and ``wisp config`` run here.
 
 Exit codes (issue "wisp runs end to end", "Headless"): 0 done; 2 bad usage
 (including a bad config); 3 endpoint error, with one line on stderr and no
@@ -35,11 +36,16 @@ from .commands import is_command, run_command
 from .config import Config, ConfigError
 from .context.cli import add_inspect_parser
 from .context.inspect import inspect_context
+from .conversations import ArchiveError, describe, fork, gather, load_export, parse_fork, remove, restore, to_json, \
+    to_markdown
+from .audit import AuditLog
 from .database import open_store
+from .paths import atomic_write_private, config_path
 from .episodes.cli import add_memory_parser, run_memory
 from .mcp.cli import add_mcp_parser, run_mcp
 from .eval.cli import add_eval_parser, run_eval_command
 from .model.sidecall import ConfigSideCall
+from .store import ConversationBusy
 from .session import Session, SessionError, SessionOptions
 from .text import TerminalText
 from .tools.shell import NotSimple, simple_words
@@ -62,7 +68,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The parser for ``wisp [options] [COMMAND ...]``."""
     p = _Parser(prog="wisp", description="A terminal chat client for local language models "
-                "that shows you everything the model is given.")
+                "that shows you everything the model is given.",
+                epilog=f"Settings: {config_path()} (WISP_HOME moves it; `wisp config list` shows them).")
     p.add_argument("--version", action="version", version=f"wisp {__version__}")
     _session_flags(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -70,11 +77,34 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="run one turn and stream the reply to stdout")
     ask.add_argument("prompt", help="the prompt; - reads it from stdin")
     ask.add_argument("--json", action="store_true", help="print one JSON event a line")
+    ask.add_argument("--model", metavar="NAME", help="use model NAME for this turn (the endpoint must list it)")
     _session_flags(ask)
 
-    conv = sub.add_parser("conversations", help="list stored conversations")
+    conv = sub.add_parser("conversations", help="list, search or delete stored conversations")
     conv.add_argument("--json", action="store_true")
     conv.add_argument("--limit", type=int, default=50)
+    conv_sub = conv.add_subparsers(dest="conversations_command", metavar="search|rm", parser_class=_Parser)
+    srch = conv_sub.add_parser("search", help="find TEXT in every conversation's prompts and replies")
+    srch.add_argument("text", nargs="+", help="the words to find (all of them, as word beginnings)")
+    srch.add_argument("--json", action="store_true")
+    srch.add_argument("--limit", type=int, default=50)
+    rm = conv_sub.add_parser("rm", help="delete a conversation (says what goes with it)")
+    rm.add_argument("id", type=int, metavar="ID")
+    rm.add_argument("--yes", action="store_true", help="delete it; without --yes, only say what would go")
+    rm.add_argument("--purge-audit", action="store_true", help="also blank its events in the audit log")
+    rm.add_argument("--json", action="store_true")
+
+    exp = sub.add_parser("export", help="write a conversation as Markdown or JSON")
+    exp.add_argument("id", type=int, metavar="ID")
+    exp.add_argument("--format", choices=("md", "json"), default="md",
+                     help="md: for people (thinking and tools folded); json: every entry, fact and summary version")
+    exp.add_argument("-o", "--output", type=Path, metavar="FILE", help="the file (default: stdout)")
+
+    imp = sub.add_parser("import", help="restore a JSON export as a new conversation")
+    imp.add_argument("file", type=Path, metavar="FILE", help="a file written by `wisp export ID --format json`")
+    imp.add_argument("--json", action="store_true")
+    imp.add_argument("--workdir", type=Path, metavar="DIR",
+                     help="the new conversation's working directory (default: the export's)")
 
     cfg = sub.add_parser("config", help="show or change settings in ~/.wisp/config.json")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="list|get|set|unset", parser_class=_Parser)
@@ -97,7 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _session_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--continue", dest="continue_last", action="store_true",
-                   default=argparse.SUPPRESS, help="reopen the last conversation")
+                   default=argparse.SUPPRESS, help="reopen the newest conversation of this directory")
+    p.add_argument("--all", dest="continue_all", action="store_true", default=argparse.SUPPRESS,
+                   help="with --continue: the newest conversation anywhere")
+    p.add_argument("--fork", metavar="ID[:TURN]", default=argparse.SUPPRESS,
+                   help="start a new conversation holding conversation ID's turns (up to TURN)")
+    p.add_argument("--profile", metavar="NAME", default=argparse.SUPPRESS,
+                   help="use the endpoint settings of config profile NAME")
     p.add_argument("--resume", type=int, metavar="ID", default=argparse.SUPPRESS,
                    help="reopen conversation ID")
     p.add_argument("--tool", action="append", metavar="NAME", dest="tools", default=argparse.SUPPRESS,
@@ -111,9 +147,12 @@ def session_options(args: argparse.Namespace, transport: str) -> SessionOptions:
     return SessionOptions(
         workdir=(getattr(args, "workdir", None) or Path.cwd()),
         continue_last=getattr(args, "continue_last", False),
+        continue_all=getattr(args, "continue_all", False),
         resume=getattr(args, "resume", None),
         tools=getattr(args, "tools", None),
         transport=transport,
+        model=getattr(args, "model", None),
+        profile=getattr(args, "profile", None),
     )
 
 
@@ -137,6 +176,8 @@ def main(argv: Sequence[str] | None = None,
 def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | None) -> int:
     try:
         _check_flags(args)
+        if getattr(args, "fork", None) is not None:
+            asyncio.run(_fork(args))  # --fork ID[:TURN]: then this run resumes the new conversation
         if args.command is None:
             if run_tui is None:
                 raise UsageError("the TUI is not available here; use `wisp ask`")
@@ -148,6 +189,10 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return asyncio.run(_ask(args))
         if args.command == "conversations":
             return asyncio.run(_conversations(args))
+        if args.command == "export":
+            return asyncio.run(_export(args))
+        if args.command == "import":
+            return asyncio.run(_import(args))
         if args.command == "config":
             return _config(args)
         if args.command == "memory":
@@ -158,7 +203,7 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return run_mcp(args, _mcp_opener(args))
         if args.command == "eval":
             return run_eval_command(args)
-    except (ConfigError, UsageError, SessionError) as exc:
+    except (ConfigError, UsageError, SessionError, ArchiveError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -207,6 +252,11 @@ def _check_flags(args: argparse.Namespace) -> None:
     """Usage errors argparse cannot see: --continue with --resume, a missing --workdir."""
     if getattr(args, "continue_last", False) and getattr(args, "resume", None) is not None:
         raise UsageError("use --continue or --resume ID, not both")
+    if getattr(args, "fork", None) is not None and (getattr(args, "continue_last", False)
+                                                   or getattr(args, "resume", None) is not None):
+        raise UsageError("--fork starts a new conversation: use it without --continue or --resume")
+    if getattr(args, "continue_all", False) and not getattr(args, "continue_last", False):
+        raise UsageError("--all goes with --continue (the newest conversation anywhere)")
     workdir = getattr(args, "workdir", None)
     if workdir is not None and not Path(workdir).is_dir():
         raise UsageError(f"--workdir {workdir} is not a directory")
@@ -229,8 +279,26 @@ async def _ask(args: argparse.Namespace) -> int:
     async with await Session.open(session_options(args, "ask")) as session:
         for problem in session.startup_problems:
             print(f"wisp: {problem}", file=sys.stderr)
+        for note in session.startup_notes:
+            print(f"wisp: {note}", file=sys.stderr)
+        supersedes = None
         if is_command(prompt):  # /fact, /task, /show …: run here as in the TUI, at no model cost
-            return _print_command(await run_command(session, prompt), args.json)
+            if prompt.split()[0].lower() == "/model":  # it lists or checks the endpoint's models
+                await session.connect()
+            result = await run_command(session, prompt)
+            if result.action != "retry" or result.error:
+                return _print_command(result, args.json)
+            print(f"wisp: {result.text}", file=sys.stderr)  # /retry: ask the last prompt again, headless
+            prompt, supersedes = result.data["prompt"], result.data["turn"]
+        if session.conversation_id is not None:  # say a conversation is busy before waiting for its endpoint
+            try:
+                await session.store.check_not_busy(session.conversation_id)
+            except ConversationBusy as exc:
+                if args.json:
+                    out.write(json.dumps(ev.event_to_dict(ev.Error("busy", str(exc)))) + "\n")
+                    out.flush()
+                print(f"wisp: error: {exc}", file=sys.stderr)
+                return EXIT_ENDPOINT
         if not await session.connect():
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))
@@ -241,7 +309,7 @@ async def _ask(args: argparse.Namespace) -> int:
         code = EXIT_OK
         wrote_text = False
         shown_keys: set[str] = set()
-        async for item in session.run_turn(prompt):
+        async for item in session.run_turn(prompt, supersedes=supersedes):
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(item), ensure_ascii=False) + "\n")
                 out.flush()
@@ -314,7 +382,71 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _audit(config: Config) -> AuditLog:
+    return AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
+                    max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+
+
+async def _fork(args: argparse.Namespace) -> None:
+    """``--fork ID[:TURN]``: make the fork, say so, and resume it in this run."""
+    source, turn = parse_fork(args.fork)
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            new = await fork(store, audit, source, turn)
+    at = f" up to turn {turn}" if turn is not None else ""
+    print(f"wisp: forked conversation {source}{at} as conversation {new}", file=sys.stderr)
+    args.resume = new
+
+
+async def _export(args: argparse.Namespace) -> int:
+    """``wisp export ID --format md|json [-o FILE]``."""
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            data = await gather(store, audit, args.id)
+    text = to_json(data) if args.format == "json" else to_markdown(data)
+    if args.output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EXIT_OK
+    atomic_write_private(args.output, text.encode("utf-8"))
+    print(f"wisp: wrote conversation {args.id} ({len(data['turns'])} turns) to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _import(args: argparse.Namespace) -> int:
+    """``wisp import FILE``: a JSON export restored as a new conversation."""
+    try:
+        raw = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    data = load_export(raw.decode("utf-8", errors="replace"))
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            workdir = str(Path(args.workdir).resolve()) if args.workdir is not None else None
+            new = await restore(store, audit, data, workdir=workdir,
+                                origin={"file": str(Path(args.file).resolve()),
+                                        "conversation": data["conversation"].get("id")})
+    summary = {"conversation": new, "from": data["conversation"].get("id"), "turns": len(data["turns"]),
+               "entries": len(data["entries"]), "facts": len(data.get("facts") or []),
+               "summaries": len(data.get("summaries") or [])}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"Imported as conversation {new}: {summary['turns']} turns, {summary['entries']} entries, "
+              f"{summary['facts']} fact versions, {summary['summaries']} summary versions. "
+              f"`wisp --resume {new}` opens it.")
+    return EXIT_OK
+
+
 async def _conversations(args: argparse.Namespace) -> int:
+    sub = getattr(args, "conversations_command", None)
+    if sub == "search":
+        return await _search(args)
+    if sub == "rm":
+        return await _rm(args)
     config = Config.load()
     async with await open_store(config.db_path) as store:
         rows = await store.list_conversations(limit=args.limit)
@@ -333,6 +465,49 @@ async def _conversations(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _search(args: argparse.Namespace) -> int:
+    """``wisp conversations search TEXT [--json]``: hits with their
+    conversation, turn, date and a snippet, newest first (SQLite FTS5)."""
+    text = " ".join(args.text)
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        hits = await store.search(text, limit=args.limit)
+    if args.json:
+        print(json.dumps({"query": text, "total": len(hits), "hits": [h.to_dict() for h in hits]},
+                         ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not hits:
+        print(f"Nothing holds {text!r}.")
+        return EXIT_OK
+    for h in hits:
+        where = f"#{h.conversation_id} turn {h.turn}" if h.turn is not None else f"#{h.conversation_id}"
+        old = " (earlier version)" if not h.current else ""
+        title = f"  {h.title}" if h.title else ""
+        print(f"{where:<16} {h.created_at[:16].replace('T', ' ')}  {h.kind}{old}{title}\n    {h.snippet}")
+    return EXIT_OK
+
+
+async def _rm(args: argparse.Namespace) -> int:
+    """``wisp conversations rm ID --yes [--purge-audit]``: without --yes,
+    only says what would go (exit 2)."""
+    config = Config.load()
+    async with await open_store(config.db_path) as store:
+        with _audit(config) as audit:
+            if not args.yes:
+                report = await describe(store, audit, args.id)
+                print(f"wisp: conversation {args.id} has {report.turns} turns, {report.entries} entries, "
+                      f"{report.facts} fact versions and {report.summaries} summary versions; "
+                      f"add --yes to delete them (the audit log keeps its {report.audit_kept} events unless "
+                      "--purge-audit)", file=sys.stderr)
+                return EXIT_USAGE
+            report = await remove(store, audit, args.id, purge_audit=args.purge_audit)
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    else:
+        print(report.text())
+    return EXIT_OK
+
+
 def _conv_dict(row: Any) -> dict[str, Any]:
     return asdict(row) if is_dataclass(row) else dict(row)
 
@@ -346,7 +521,8 @@ async def _inspect(args: argparse.Namespace) -> int:
     if getattr(args, "inspect_command", None) != "context":
         print("wisp: error: say what to inspect: wisp inspect context", file=sys.stderr)
         return EXIT_USAGE
-    options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None, transport="ask")
+    options = SessionOptions(resume=args.conversation, continue_last=args.conversation is None,
+                             continue_all=bool(getattr(args, "all", False)), transport="ask")
     try:
         session = await Session.open(options)
     except SessionError as exc:
@@ -354,9 +530,13 @@ async def _inspect(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     async with session:
         if session.conversation_id is None:
-            print("wisp: error: no conversation is stored yet; start one with `wisp` or `wisp ask`",
+            where = "" if getattr(args, "all", False) else f" in {session.workdir} (--all: anywhere)"
+            print(f"wisp: error: no conversation is stored yet{where}; start one with `wisp` or `wisp ask`",
                   file=sys.stderr)
             return EXIT_USAGE
+        if args.conversation is None:
+            for note in session.startup_notes:
+                print(f"wisp: {note}", file=sys.stderr)
         report = await inspect_context(session.context, session.conversation_id)
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))

@@ -27,6 +27,12 @@ class CommandResult:
     data: Any = None
     #: The endpoint settings changed (``model.*``): the caller reconnects.
     reconnect: bool = False
+    #: What the front end does next, beyond showing ``text`` (issue 16): ``retry`` and
+    #: ``edit`` (``data``: ``turn``, ``prompt``), ``open`` (``data``: ``conversation``),
+    #: ``new``, ``clear``, ``quit``, ``copy`` (``data``: ``text``, ``what``), ``pick-model``
+    #: (``data``: ``models``, ``current``), ``model`` (a switch), ``profile``, ``search``
+    #: (``data``: ``hits``); ``None`` for nothing.
+    action: str | None = None
 
 
 #: A command's handler: ``(session, words, rest) -> CommandResult``, where

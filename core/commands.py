@@ -16,6 +16,7 @@ import json
 import shlex
 from typing import Any
 
+from . import chat_commands as chat
 from .command_base import Command, CommandResult
 from .config import ConfigError
 from .context.commands import fact_command, inspect_command, show_command, task_command
@@ -73,9 +74,13 @@ def help_text() -> str:
         ("Enter", "send the prompt"),
         ("Shift+Enter, Ctrl+J", "insert a newline"),
         ("Up / Down", "walk the history of prompts (at the first or last line)"),
-        ("Esc", "stop a streaming reply"),
+        ("Ctrl+R", "search the history of prompts"),
+        ("Esc", "stop a streaming reply (with the input empty: leave /edit)"),
+        ("Left / Right", "on a reply with versions (/retry, /edit): show the earlier or later one"),
+        ("Ctrl+Y", "copy the last reply (as /copy)"),
+        ("Ctrl+T", "next theme"),
         ("F1", "this help"),
-        ("F2 / F3 / F4", "show or hide the facts, task and running summary panels"),
+        ("F2 / F3 / F4", "show or hide the facts, task and running summary panels (over the chat when narrow)"),
         ("F5", "inspect the next request's context (as /inspect context)"),
         ("Ctrl+Q", "quit"),
     ]
@@ -146,4 +151,19 @@ COMMANDS: dict[str, Command] = _table([
             "show an entry, a turn or a fact's versions in full (not sent to the model)"),
     Command("inspect", inspect_command, "/inspect context",
             "the next request layer by layer, and its exact messages (no model cost)"),
+    # issue 16: conversations and models at hand
+    Command("retry", chat.retry_command, "/retry", "ask the last prompt again; the old reply stays as a version"),
+    Command("edit", chat.edit_command, "/edit", "put the last prompt back in the input; sending it replaces that turn"),
+    Command("fork", chat.fork_command, "/fork [TURN]",
+            "a new conversation with the turns up to TURN, and the facts and summary as they stood"),
+    Command("search", chat.search_command, "/search TEXT", "find TEXT in this conversation and jump to it"),
+    Command("copy", chat.copy_command, "/copy [code [N]]", "copy the last reply, or its code block N"),
+    Command("title", chat.title_command, "/title [TEXT]", "show or change the conversation's title"),
+    Command("export", chat.export_command, "/export [md|json] [FILE]",
+            "write the conversation to a file: Markdown for people, or JSON with everything"),
+    Command("model", chat.model_command, "/model [NAME]", "list the endpoint's models, or switch to one"),
+    Command("profile", chat.profile_command, "/profile [NAME | off]", "list the endpoint profiles, or use one"),
+    Command("new", chat.new_command, "/new", "start a new conversation"),
+    Command("clear", chat.clear_command, "/clear", "clear the screen (the record stays)"),
+    Command("quit", chat.quit_command, "/quit", "quit wisp", aliases=("exit",)),
 ])

@@ -21,6 +21,16 @@ Rules (issue "wisp runs end to end", "Config"; DESIGN.md, "Where things live"):
 - No key holds an API key: ``model.api_key_env`` holds only the *name* of the
   environment variable that does (issue "wisp runs end to end", "Model
   endpoints").
+- ``profiles`` holds named endpoint settings (issue 16, "Profiles")::
+
+      {"profiles": {"work": {"provider": "openai", "endpoint": "http://10.0.0.5:8000",
+                             "model": "qwen3-32b", "api_key_env": "WORK_KEY",
+                             "context_window": 32768}}}
+
+  Each field is checked as its ``model.*`` key is (:data:`PROFILE_FIELDS`).
+  :meth:`Config.use_profile` lays one over ``model.*`` for this process
+  only (``wisp --profile work``, ``/profile work``); the file is not
+  changed.
 
 All errors are :class:`ConfigError`, whose message is one line.
 """
@@ -45,6 +55,12 @@ __all__ = [
     "ConfigError",
     "KeySpec",
     "SCHEMA",
+    "PROFILE_FIELDS",
+    "Profile",
+    "THEME_WORDS",
+    "WISP_THEMES",
+    "TEXTUAL_THEMES",
+    "theme_names",
     "Config",
     "suggest_keys",
     "parse_value",
@@ -101,7 +117,7 @@ class KeySpec:
       object, validated by ``parse``);
     - ``default``: the value when the key is not set;
     - ``optional``: ``None`` (JSON ``null``) is allowed and clears the key;
-    - ``minimum``/``exclusive_min``: lower bound for numbers;
+    - ``minimum``/``exclusive_min``: lower bound for numbers; ``maximum``: upper bound;
     - ``unit``: what a number counts (``"tokens"``, ``"seconds"``, ``"bytes"``);
     - ``example``: a valid value as it would be typed, used in errors;
     - ``aliases``: extra words accepted for a choice (``"true"`` → ``"on"``);
@@ -118,12 +134,16 @@ class KeySpec:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     exclusive_min: bool = False
+    maximum: float | None = None
     unit: str = ""
     example: str = ""
     aliases: tuple[tuple[str, str], ...] = ()
     check: Callable[[Any], str | None] | None = None
     parse: Callable[[Any], Any] | None = None
     help: str = ""
+    #: Validation of a value typed on a command line only (``set``), not of
+    #: one read from the file, which may name what this wisp does not know.
+    typed_check: Callable[[Any], str | None] | None = None
 
     def describe_type(self) -> str:
         """The type in words, as errors name it (``"an integer (tokens)"``)."""
@@ -132,6 +152,8 @@ class KeySpec:
             text = f"an integer{unit}"
             if self.minimum is not None:
                 text += f" {'above' if self.exclusive_min else 'of at least'} {int(self.minimum)}"
+            if self.maximum is not None:
+                text += f" {'and' if self.minimum is not None else 'of'} at most {int(self.maximum)}"
         elif self.type == "float":
             text = f"a number{unit}"
             if self.minimum is not None:
@@ -225,8 +247,41 @@ def _check_timezone(value: str) -> str | None:
     return check_timezone(value)
 
 
+#: ``ui.theme``'s words: ``dark`` and ``light`` are wisp's two themes, ``auto``
+#: picks one from the terminal's background (issue 16, "Themes").
+THEME_WORDS = ("dark", "light", "auto")
+#: wisp's own themes, dark and light (defined in :mod:`wisp.themes`).
+WISP_THEMES = ("wisp", "wisp-light")
+#: The themes Textual ships (``textual.theme.BUILTIN_THEMES``), named here so
+#: that core can check a name without importing Textual; a test keeps the
+#: two lists the same.
+TEXTUAL_THEMES = (
+    "textual-dark", "textual-light", "nord", "gruvbox", "catppuccin-mocha", "dracula", "tokyo-night",
+    "monokai", "flexoki", "catppuccin-latte", "catppuccin-frappe", "catppuccin-macchiato", "solarized-light",
+    "solarized-dark", "rose-pine", "rose-pine-moon", "rose-pine-dawn", "atom-one-dark", "atom-one-light",
+    "ansi-dark", "ansi-light",
+)
+
+
+def theme_names() -> list[str]:
+    """Every name ``ui.theme`` takes: the words, wisp's themes, Textual's."""
+    return [*THEME_WORDS, *WISP_THEMES, *TEXTUAL_THEMES]
+
+
+def _check_theme(value: str) -> str | None:
+    if value not in theme_names():
+        return "one of " + ", ".join(theme_names())
+    return None
+
+
 def _spec(*args: Any, **kwargs: Any) -> KeySpec:
     return KeySpec(*args, **kwargs)
+
+
+#: The smallest window wisp takes (tokens): less cannot hold its own rules and a tool's schema.
+MIN_CONTEXT_WINDOW = 512
+#: The largest (tokens): beyond any local model's window, so a typo (99999999) is refused, not planned for.
+MAX_CONTEXT_WINDOW = 4_194_304
 
 
 #: Every known key, in the order ``config list`` shows them.
@@ -239,8 +294,8 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("model.endpoint", "str", None, optional=True, example="http://127.0.0.1:11434",
               check=_check_endpoint, help="the endpoint's base URL"),
         _spec("model.name", "str", None, optional=True, example="qwen3:8b", help="the model"),
-        _spec("model.context_window", "int", None, optional=True, minimum=1, unit="tokens",
-              example="8192",
+        _spec("model.context_window", "int", None, optional=True, minimum=MIN_CONTEXT_WINDOW,
+              maximum=MAX_CONTEXT_WINDOW, unit="tokens", example="8192",
               help="the model's context window: sent to Ollama as num_ctx; the embedded server starts with it "
                    "(up to the model's trained length); unset asks the endpoint"),
         _spec("model.api_key_env", "str", None, optional=True, example="OPENAI_API_KEY",
@@ -325,7 +380,8 @@ SCHEMA: dict[str, KeySpec] = {
                    "(git top-level or directory name)"),
         _spec("memory.serve_allow_non_loopback", "bool", False, example="off",
               help="let the memory server listen beyond 127.0.0.1"),
-        _spec("ui.theme", "str", "wisp", example="wisp", help="the Textual theme"),
+        _spec("ui.theme", "str", "auto", example="light", typed_check=_check_theme,
+              help="dark, light, auto (from the terminal's background) or a Textual theme's name"),
     ]
 }
 
@@ -517,6 +573,8 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
         _check_text(key, value, bad)
         if spec.check and (why := spec.check(value)):
             raise bad(why)
+        if text and spec.typed_check and (why := spec.typed_check(value)):
+            raise bad(why)
         if key == "model.gguf" and text and not Path(value).expanduser().is_file():
             raise bad("the path of an existing GGUF file")  # typed now; a file moved later is said at start
         return value
@@ -524,6 +582,8 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
     if spec.minimum is not None:
         if out < spec.minimum or (spec.exclusive_min and out == spec.minimum):
             raise bad()
+    if spec.maximum is not None and out > spec.maximum:
+        raise bad()
     return out
 
 
@@ -699,6 +759,77 @@ def _read_file(path: Path) -> dict[str, Any] | None:
     return obj
 
 
+#: A profile's fields and the ``model.*`` key each stands for (issue 16, "Profiles").
+PROFILE_FIELDS = {
+    "provider": "model.provider",
+    "endpoint": "model.endpoint",
+    "model": "model.name",
+    "api_key_env": "model.api_key_env",
+    "context_window": "model.context_window",
+}
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Named endpoint settings: ``name`` and ``values``, the ``model.*``
+    keys it sets (every key of :data:`PROFILE_FIELDS`; a field it leaves out
+    has its key's default)."""
+
+    name: str
+    values: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as the file writes it (fields it sets only)."""
+        back = {v: k for k, v in PROFILE_FIELDS.items()}
+        return {back[k]: v for k, v in self.values.items() if v != SCHEMA[k].default}
+
+    def describe(self) -> str:
+        """One line: ``provider openai, endpoint http://…, model qwen3``."""
+        d = self.to_dict()
+        return ", ".join(f"{k} {v}" for k, v in d.items()) or "every setting at its default"
+
+
+def _parse_profiles(raw: Any, path: Path) -> tuple[dict[str, Profile], dict[str, str]]:
+    """The profiles of the file's ``profiles`` object, and a problem text per
+    bad one (keyed ``profiles.NAME``)."""
+    profiles: dict[str, Profile] = {}
+    problems: dict[str, str] = {}
+    if raw is None:
+        return profiles, problems
+    example = '{"profiles": {"work": {"provider": "openai", "endpoint": "http://127.0.0.1:8000", "model": "m"}}}'
+    if not isinstance(raw, dict):
+        problems["profiles"] = f"{path}: profiles must be an object of named settings, such as {example}"
+        return profiles, problems
+    fields = ", ".join(PROFILE_FIELDS)
+    for name, body in raw.items():
+        key = f"profiles.{name}"
+        if not _PROFILE_NAME.match(str(name)):
+            problems[key] = (f"{path}: profile name {str(name)[:40]!r} must be letters, digits, ., _ or - "
+                             "(at most 40, starting with a letter or digit)")
+            continue
+        if not isinstance(body, dict):
+            problems[key] = f"{path}: profile {name!r} must be an object with some of {fields}"
+            continue
+        values = {k: SCHEMA[k].default for k in PROFILE_FIELDS.values()}
+        for field_name, value in body.items():
+            target = PROFILE_FIELDS.get(field_name)
+            if target is None:
+                near = difflib.get_close_matches(str(field_name), list(PROFILE_FIELDS), n=1)
+                hint = f"; did you mean {near[0]}?" if near else ""
+                problems[key] = (f"{path}: profile {name!r} has no field {str(field_name)[:40]!r}{hint} "
+                                 f"(a profile has {fields})")
+                break
+            try:
+                values[target] = parse_value(target, value, from_text=False)
+            except ConfigError as exc:
+                problems[key] = f"{path}: profile {name!r}: {str(exc).replace(target, field_name, 1)}"
+                break
+        else:
+            profiles[str(name)] = Profile(str(name), values)
+    return profiles, problems
+
+
 class Config:
     """The config: known keys with their values, backed by one JSON file.
 
@@ -721,6 +852,12 @@ class Config:
         self._values: dict[str, Any] = {}
         self._kept: dict[str, Any] = {}  # unknown or invalid entries of the file, preserved
         self._problems: dict[str, str] = {}
+        self._profiles: dict[str, Profile] = {}
+        self._raw_profiles: Any = None  # the file's "profiles" object, written back as it was
+        #: Values laid over the file's for this process only (a profile in use).
+        self._overlay: dict[str, Any] = {}
+        #: The name of the profile in use, or ``None``.
+        self.profile: str | None = None
         for k, v in (values or {}).items():
             self._values[k] = parse_value(k, v, from_text=False)
 
@@ -746,6 +883,12 @@ class Config:
         values: dict[str, Any] = {}
         kept: dict[str, Any] = {}
         problems: dict[str, str] = {}
+        raw_profiles = None
+        if obj and "profiles" in obj:
+            obj = dict(obj)
+            raw_profiles = obj.pop("profiles")
+        profiles, bad_profiles = _parse_profiles(raw_profiles, self.path)
+        problems.update(bad_profiles)
         if obj:
             flat: dict[str, Any] = {}
             dups: list[str] = []
@@ -766,6 +909,7 @@ class Config:
             raise ConfigError("; ".join(problems.values()), path=self.path,
                               key=next(iter(problems)) if len(problems) == 1 else None)
         self._values, self._kept, self._problems = values, kept, problems
+        self._profiles, self._raw_profiles = profiles, raw_profiles
 
     @property
     def problems(self) -> list[str]:
@@ -782,10 +926,44 @@ class Config:
         unknown key, naming the closest keys.
         """
         spec = _spec_for(key)
-        value = self._values[key] if key in self._values else spec.default
+        if key in self._overlay:
+            value = self._overlay[key]
+        else:
+            value = self._values[key] if key in self._values else spec.default
         if isinstance(value, dict):
             return json.loads(json.dumps(value))
         return list(value) if isinstance(value, list) else value
+
+    # -- profiles ----------------------------------------------------------
+
+    @property
+    def profiles(self) -> dict[str, Profile]:
+        """The file's valid profiles by name (see the module doc)."""
+        return dict(self._profiles)
+
+    def use_profile(self, name: str | None) -> Profile | None:
+        """Lay profile ``name`` over ``model.*`` for this process (``None``
+        goes back to the file's settings); returns it. Every key of
+        :data:`PROFILE_FIELDS` takes the profile's value or its default, so
+        nothing of another profile or of the file's ``model.*`` leaks in.
+        The file is not changed. Raises :class:`ConfigError` naming the
+        profiles there are for an unknown name, or the problem of a
+        profile the file holds but that is not valid."""
+        if name is None:
+            self._overlay = {}
+            self.profile = None
+            return None
+        profile = self._profiles.get(name)
+        if profile is None:
+            if f"profiles.{name}" in self._problems:
+                raise ConfigError(self._problems[f"profiles.{name}"], path=self.path)
+            have = ", ".join(sorted(self._profiles)) or "none yet"
+            raise ConfigError(f"no profile {name!r} in {self.path} (profiles: {have}); add one under "
+                              f'"profiles", such as {{"profiles": {{"{name}": {{"provider": "ollama", '
+                              '"model": "qwen3:8b"}}}}', path=self.path)
+        self._overlay = dict(profile.values)
+        self.profile = name
+        return profile
 
     def is_set(self, key: str) -> bool:
         """Whether ``key`` is set in the file (``False`` means it has its default)."""
@@ -852,6 +1030,7 @@ class Config:
         """
         parsed = parse_value(key, value)
         self._reload(strict=False)
+        self._overlay.pop(key, None)  # the person's own setting wins over the profile in use
         self._kept.pop(key, None)
         self._problems.pop(key, None)
         if parsed is None:
@@ -872,6 +1051,7 @@ class Config:
         self._reload(strict=False)
         if key not in SCHEMA and key not in self._kept:
             raise _unknown_key_error(key)
+        self._overlay.pop(key, None)
         if key not in self._values and key not in self._kept:
             return
         self._values.pop(key, None)
@@ -902,6 +1082,8 @@ class Config:
                     path=self.path, key=key,
                 )
             node[parts[-1]] = value
+        if self._raw_profiles is not None:
+            nested["profiles"] = self._raw_profiles
         data = (json.dumps(nested, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
         try:
             atomic_write_private(self.path, data)

@@ -14,12 +14,15 @@ from typing import Any, Union
 
 @dataclass(frozen=True)
 class TurnStarted:
-    """The prompt was recorded (store and audit) as entry ``entry`` of turn ``turn``."""
+    """The prompt was recorded (store and audit) as entry ``entry`` of turn
+    ``turn``. ``supersedes`` is the number of the turn this one asks again
+    in place of (``/retry``, ``/edit``: issue 16), or ``None``."""
 
     conversation: int
     turn: int
     entry: int
     prompt: str
+    supersedes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,11 @@ class Usage:
     estimated_prompt: int
     #: The estimate times the model's calibration (tokens): what wisp plans with.
     calibrated_prompt: int | None = None
+    #: Prompt tokens the server took from its prompt cache (``None`` when it does not say).
+    cached: int | None = None
+    #: Prompt tokens the server had to evaluate for this request: ``prompt − cached``
+    #: (issue "Real models, real work": "the prompt-eval tokens per turn in --json usage").
+    evaluated: int | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,9 @@ class Notice:
     #: Notices with the same key stand for one changing state (e.g. ``"wait"``
     #: while a server loads the model): a view shows only the latest.
     key: str | None = None
+    #: A state that is over once the reply goes on (a wait): a view that can
+    #: takes it away when the next text, tool call or ending comes.
+    transient: bool = False
 
 
 @dataclass(frozen=True)

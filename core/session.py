@@ -66,10 +66,18 @@ class SessionOptions:
     :class:`~wisp.core.sidecall.SideCall` for wisp's own requests (``None``:
     the session's model, through its link; a test hands in a scripted one),
     and ``extra_tools`` are tools an embedding program gives beside the
-    named ones (made already; they join the registry after them)."""
+    named ones (made already; they join the registry after them).
+    ``continue_last`` takes the newest conversation of ``workdir``, or with
+    ``continue_all`` the newest anywhere (issue 16, "The conversation of
+    this directory"); ``model`` is a model for this session only (``wisp ask
+    --model``), ``profile`` a profile of config ``profiles`` to use
+    (``--profile``)."""
 
     workdir: Path = field(default_factory=Path.cwd)
     continue_last: bool = False
+    continue_all: bool = False
+    model: str | None = None
+    profile: str | None = None
     resume: int | None = None
     tools: list[str] | None = None
     transport: str = "tui"
@@ -93,20 +101,24 @@ class Plan:
     first turn), ``workdir`` (the conversation's directory), ``agents_md``
     (its AGENTS.md, or ``None``), ``tool_choice`` (which tools and from
     where) and ``tools_kept`` (the list is the one the resumed conversation
-    was started with by ``--tool``)."""
+    was started with by ``--tool``); ``note`` says which conversation
+    ``--continue`` took and why, or ``None``."""
 
     conversation_id: int | None
     workdir: Path
     agents_md: AgentsMd | None
     tool_choice: ToolChoice
     tools_kept: bool = False
+    note: str | None = None
 
 
 async def settle(options: SessionOptions, config: Config, store: Store) -> Plan:
     """Settle the conversation, its working directory and its tools.
 
     ``--resume ID`` takes that conversation (:class:`SessionError` when there
-    is none); ``--continue`` the newest (a new one when none is stored). A
+    is none); ``--continue`` the newest of the working directory (with
+    ``continue_all``, the newest anywhere; a new one when there is none, and
+    :attr:`Plan.note` says which). A
     resumed conversation works in its own directory and keeps a tool list
     it was started with by ``--tool`` unless ``--tool`` is given again. The
     tools come from ``--tool``, else the directory's AGENTS.md ``tools:``
@@ -115,13 +127,15 @@ async def settle(options: SessionOptions, config: Config, store: Store) -> Plan:
     Raises :class:`SessionError` for an unknown tool or an unreadable
     AGENTS.md tools line."""
     conversation = None
+    note = None
+    workdir = Path(options.workdir).resolve()
     if options.resume is not None:
         conversation = await store.get_conversation(options.resume)
         if conversation is None:
             raise SessionError(f"no conversation {options.resume}; `wisp conversations` lists them")
     elif options.continue_last:
-        conversation = await store.last_conversation()
-    workdir = Path(options.workdir).resolve()
+        conversation = await store.last_conversation(None if options.continue_all else workdir)
+        note = continue_note(conversation, workdir, options.continue_all)
     tools = options.tools
     kept = False
     if conversation is not None:
@@ -142,7 +156,21 @@ async def settle(options: SessionOptions, config: Config, store: Store) -> Plan:
         # context.memory on: a conversation given every tool gets memory too; an
         # explicit list (--tool, AGENTS.md) is exactly that list (issue "The memory tool")
         choice = ToolChoice([*choice.names, "memory"], choice.source, choice.detail + " and context.memory")
-    return Plan(conversation.id if conversation else None, workdir, agents, choice, kept)
+    return Plan(conversation.id if conversation else None, workdir, agents, choice, kept, note)
+
+
+def continue_note(conversation: Any, workdir: Path, everywhere: bool) -> str:
+    """The line that says which conversation ``--continue`` took (issue 16)."""
+    if conversation is None:
+        if everywhere:
+            return "No conversation is stored yet: starting a new one."
+        return (f"No conversation in {workdir} yet: starting a new one "
+                "(--continue --all continues the newest anywhere).")
+    title = f" ({conversation.title})" if conversation.title else ""
+    if everywhere:
+        return f"Continuing conversation {conversation.id}{title}, the newest anywhere (in {conversation.workdir})."
+    return (f"Continuing conversation {conversation.id}{title}, the newest in {workdir} "
+            "(--all takes the newest anywhere, --resume ID another).")
 
 
 class Session:
@@ -171,6 +199,8 @@ class Session:
         self.workdir = plan.workdir
         self.conversation_id = plan.conversation_id
         self.link = ModelLink(config)
+        if options.model:
+            self.link.choose_model(options.model)
         self.side_call: SideCall = options.side_call or LinkSideCall(self.link)
         self.notes = ModelNotes.over(store, audit)
         room = Room()  # the tokens the last request left: the context keeps it, the memory tool reads it
@@ -220,6 +250,16 @@ class Session:
         return self.plan.agents_md.instructions if self.plan.agents_md else None
 
     @property
+    def startup_notes(self) -> list[str]:
+        """One-line notes to show at start: which conversation ``--continue`` took."""
+        return [self.plan.note] if self.plan.note else []
+
+    @property
+    def profile(self) -> str | None:
+        """The profile in use (``--profile``, ``/profile``), or ``None``."""
+        return getattr(self.config, "profile", None)
+
+    @property
     def startup_problems(self) -> list[str]:
         agents = list(self.plan.agents_md.problems) if self.plan.agents_md else []
         return agents + list(self.mcp.problems)
@@ -258,6 +298,8 @@ class Session:
         :class:`SessionError` (and :class:`wisp.core.config.ConfigError` for a
         bad config file)."""
         config = config or Config.load()
+        if options.profile:
+            config.use_profile(options.profile)  # ConfigError names the profiles there are
         store = await open_store(config.db_path)
         try:
             await store.recover_open_turns()
@@ -312,8 +354,10 @@ class Session:
                              conversation=conv.id)
         return self.conversation_id
 
-    async def run_turn(self, prompt: str) -> AsyncIterator[Any]:
-        """Run one turn in the current conversation (see :meth:`Agent.run_turn`).
+    async def run_turn(self, prompt: str, supersedes: int | None = None) -> AsyncIterator[Any]:
+        """Run one turn in the current conversation (see :meth:`Agent.run_turn`);
+        ``supersedes`` names the turn it asks again in place of (``/retry``,
+        ``/edit``).
 
         Settings (``agent.max_steps``, ``model.think``) are read afresh, so a
         ``/config set`` applies from this turn. A conversation whose turn
@@ -329,7 +373,7 @@ class Session:
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
         # closed with this generator when a view abandons the turn's events, so the agent stops its writes
-        async with aclosing(self.agent.run_turn(conversation, prompt)) as events:
+        async with aclosing(self.agent.run_turn(conversation, prompt, supersedes=supersedes)) as events:
             async for item in events:
                 yield item
                 if isinstance(item, ev.ToolResult) and item.meta.get("mcp_failure"):

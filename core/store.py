@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ import aiosqlite
 from .audit import AuditRef
 from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
+from .processes import tag_alive, this_process
 from .transactions import immediate
 
 __all__ = [
@@ -61,7 +61,9 @@ __all__ = [
     "ConversationSummary",
     "Turn",
     "Entry",
+    "SearchHit",
     "Store",
+    "fts_query",
     "utc_now",
 ]
 
@@ -131,7 +133,41 @@ MIGRATIONS: list[Migration] = [
     """, legacy_version=1),
     sql_step("store", "m002_conversation_tools", "ALTER TABLE conversations ADD COLUMN tools TEXT;",
              legacy_version=4),
+    # issue 16, "Retry, edit, fork. Nothing is overwritten": a turn asked again (/retry, /edit)
+    # stays, marked with the number of the turn that took its place
+    sql_step("store", "m003_turn_versions", "ALTER TABLE turns ADD COLUMN superseded_by INTEGER;"),
+    # issue 16, "Search": full-text search (SQLite FTS5) over prompts and replies, kept by triggers
+    sql_step("store", "m004_entries_fts", """
+    CREATE VIRTUAL TABLE entries_fts USING fts5(
+        content, content = 'entries', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
+    );
+    INSERT INTO entries_fts (rowid, content) SELECT id, content FROM entries WHERE kind IN ('prompt', 'reply');
+    CREATE TRIGGER entries_fts_ai AFTER INSERT ON entries WHEN new.kind IN ('prompt', 'reply') BEGIN
+        INSERT INTO entries_fts (rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER entries_fts_ad AFTER DELETE ON entries WHEN old.kind IN ('prompt', 'reply') BEGIN
+        INSERT INTO entries_fts (entries_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER entries_fts_au AFTER UPDATE OF content, kind ON entries BEGIN
+        INSERT INTO entries_fts (entries_fts, rowid, content)
+            SELECT 'delete', old.id, old.content WHERE old.kind IN ('prompt', 'reply');
+        INSERT INTO entries_fts (rowid, content)
+            SELECT new.id, new.content WHERE new.kind IN ('prompt', 'reply');
+    END;
+    """),
+    # issue 16, "wisp conversations rm": the ids of deleted conversations, so that no later
+    # conversation takes one (the audit log keeps a deleted conversation's events under its id)
+    sql_step("store", "m005_deleted_conversations", """
+    CREATE TABLE deleted_conversations (
+        id          INTEGER PRIMARY KEY,
+        deleted_at  TEXT NOT NULL
+    );
+    """),
 ]
+
+#: The id of the next conversation: past every id used, deleted ones included.
+_NEXT_CONVERSATION_ID = ("(SELECT MAX(n) + 1 FROM (SELECT COALESCE(MAX(id), 0) AS n FROM conversations"
+                         " UNION ALL SELECT COALESCE(MAX(id), 0) FROM deleted_conversations))")
 
 
 class StoreError(Exception):
@@ -173,23 +209,11 @@ def utc_now() -> str:
 
 
 def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return this_process()
 
 
 #: The text added to a tool result that was still streaming when its process died.
 RECOVERED_OUTPUT = "[wisp exited before this ended; the output so far is kept]"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 # --- records ------------------------------------------------------------------
@@ -228,8 +252,10 @@ class Turn:
     """A turn: ``id``, ``conversation_id``, ``number`` (1-based within the
     conversation), ``state`` (one of :data:`TURN_STATES`), ``started_at``,
     ``ended_at`` (``None`` while open), ``prompt_tokens`` and
-    ``completion_tokens`` (as the endpoint reported them, or ``None``) and
-    ``error`` (text, or ``None``)."""
+    ``completion_tokens`` (as the endpoint reported them, or ``None``),
+    ``error`` (text, or ``None``) and ``superseded_by``: the number of the
+    turn that asked again in its place (``/retry``, ``/edit``), or ``None``
+    while it is the current version (issue 16, "Nothing is overwritten")."""
 
     id: int
     conversation_id: int
@@ -240,6 +266,12 @@ class Turn:
     prompt_tokens: int | None
     completion_tokens: int | None
     error: str | None
+    superseded_by: int | None = None
+
+    @property
+    def current(self) -> bool:
+        """True while no later turn has taken this one's place."""
+        return self.superseded_by is None
 
 
 @dataclass(frozen=True)
@@ -283,10 +315,48 @@ class Entry:
         return AuditRef(self.audit_event_id, self.audit_file, self.audit_offset)
 
 
+@dataclass(frozen=True)
+class SearchHit:
+    """One prompt or reply that a search found (:meth:`Store.search`).
+
+    ``conversation_id`` and its ``title``; ``turn`` (the turn's number, or
+    ``None`` for an entry outside a turn); ``entry`` (the entry's number);
+    ``kind`` (``prompt`` or ``reply``); ``created_at`` (UTC ISO);
+    ``snippet`` (the text around the match, the matched words between the
+    marks asked for); ``current`` (false when a later version of the turn
+    took its place: ``/retry``, ``/edit``)."""
+
+    conversation_id: int
+    title: str | None
+    turn: int | None
+    entry: int
+    kind: str
+    created_at: str
+    snippet: str
+    current: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """The hit as JSON-ready values (``wisp conversations search --json``)."""
+        return {"conversation": self.conversation_id, "title": self.title, "turn": self.turn,
+                "entry": self.entry, "kind": self.kind, "date": self.created_at, "snippet": self.snippet,
+                "current": self.current}
+
+
+def fts_query(text: str) -> str:
+    """A person's search text as an FTS5 query: each word a quoted prefix
+    term (``"retr"*``), all of them required; ``""`` when there is no word.
+    Quoting makes FTS5's own syntax (``AND``, ``NEAR``, ``:``, ``-``, ``*``)
+    plain text, so no search text is a syntax error (SQLite FTS5 docs,
+    "Full-text Query Syntax": strings)."""
+    text = "".join(" " if ord(c) < 32 or c == "\x7f" else c for c in (text or ""))  # NUL ends FTS5's string
+    words = [w for w in text.split() if w.strip('"')]
+    return " ".join('"' + w.replace('"', '""') + '"*' for w in words)
+
+
 _CONV_COLS = "id, title, workdir, model, endpoint, created_at, updated_at"
 _TURN_COLS = (
     "id, conversation_id, number, state, started_at, ended_at, "
-    "prompt_tokens, completion_tokens, error"
+    "prompt_tokens, completion_tokens, error, superseded_by"
 )
 _ENTRY_COLS = (
     "id, conversation_id, turn_id, number, kind, content, tool_name, tool_call_id, "
@@ -452,8 +522,8 @@ class Store:
         now = utc_now()
         async with self.transaction() as db:
             cur = await db.execute(
-                "INSERT INTO conversations (title, workdir, model, endpoint, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO conversations (id, title, workdir, model, endpoint, created_at, updated_at)"
+                f" VALUES ({_NEXT_CONVERSATION_ID}, ?, ?, ?, ?, ?, ?)",
                 (title, os.fspath(workdir), model, endpoint, now, now),
             )
             cid = cur.lastrowid
@@ -464,11 +534,18 @@ class Store:
         row = await self._one(f"SELECT {_CONV_COLS} FROM conversations WHERE id = ?", (conversation_id,))
         return _conv(row) if row else None
 
-    async def last_conversation(self) -> Conversation | None:
-        """The most recently updated conversation (``wisp --continue``), or ``None``."""
-        row = await self._one(
-            f"SELECT {_CONV_COLS} FROM conversations ORDER BY updated_at DESC, id DESC LIMIT 1"
-        )
+    async def last_conversation(self, workdir: str | os.PathLike[str] | None = None) -> Conversation | None:
+        """The most recently updated conversation (``wisp --continue``), or
+        ``None``; with ``workdir``, the newest of that working directory
+        (issue 16, "The conversation of this directory")."""
+        if workdir is None:
+            row = await self._one(
+                f"SELECT {_CONV_COLS} FROM conversations ORDER BY updated_at DESC, id DESC LIMIT 1"
+            )
+        else:
+            row = await self._one(
+                f"SELECT {_CONV_COLS} FROM conversations WHERE workdir = ?"
+                " ORDER BY updated_at DESC, id DESC LIMIT 1", (os.fspath(workdir),))
         return _conv(row) if row else None
 
     async def list_conversations(self, limit: int | None = None) -> list[ConversationSummary]:
@@ -476,7 +553,7 @@ class Store:
         preview of the last prompt (one query). ``limit`` caps the count."""
         sql = (
             f"SELECT {', '.join('c.' + c.strip() for c in _CONV_COLS.split(','))},"
-            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id),"
+            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id AND t.superseded_by IS NULL),"
             " (SELECT substr(e.content, 1, 400) FROM entries e"
             "   WHERE e.conversation_id = c.id AND e.kind = 'prompt'"
             "   ORDER BY e.number DESC LIMIT 1)"
@@ -503,6 +580,141 @@ class Store:
             if cur.rowcount == 0:
                 raise StoreError(f"no conversation {conversation_id}")
 
+    async def set_conversation_model(self, conversation_id: int, model: str | None,
+                                     endpoint: str | None = None) -> None:
+        """Record the model (and, when given, the endpoint) a conversation
+        uses from now on (``/model``, ``/profile``); raises
+        :class:`StoreError` for an unknown id."""
+        async with self.transaction() as db:
+            cur = await db.execute(
+                "UPDATE conversations SET model = ?, endpoint = COALESCE(?, endpoint) WHERE id = ?",
+                (model, endpoint, conversation_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"no conversation {conversation_id}")
+
+    async def conversation_counts(self, conversation_id: int) -> dict[str, int]:
+        """``{"turns": n, "entries": m}`` of a conversation (0 and 0 when unknown)."""
+        t = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
+        e = await self._one("SELECT COUNT(*) FROM entries WHERE conversation_id = ?", (conversation_id,))
+        return {"turns": int(t[0]) if t else 0, "entries": int(e[0]) if e else 0}
+
+    async def delete_conversation(self, conversation_id: int) -> dict[str, int]:
+        """Delete a conversation with its turns and entries; the tables that
+        refer to it with ``ON DELETE CASCADE`` (facts, summaries) lose its
+        rows too, by their owners' own schema; its id is never given again
+        (the audit log may keep its events under it). Returns what the store's
+        tables lost, ``{"turns": n, "entries": m}``. Raises
+        :class:`StoreError` for an unknown id, and :class:`ConversationBusy`
+        while another live wisp process runs a turn of it (checked in the
+        delete's own transaction, as :meth:`begin_turn` claims)."""
+        if await self.get_conversation(conversation_id) is None:
+            raise StoreError(f"no conversation {conversation_id}")
+        async with self.transaction() as db:
+            await self._refuse_if_held(db, conversation_id)
+            counts = await self.conversation_counts(conversation_id)
+            await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            await db.execute("INSERT OR REPLACE INTO deleted_conversations (id, deleted_at) VALUES (?, ?)",
+                             (conversation_id, utc_now()))
+        return counts
+
+    async def restore_conversation(self, conversation: dict[str, Any], turns: Iterable[dict[str, Any]],
+                                   entries: Iterable[dict[str, Any]]) -> Conversation:
+        """Create a new conversation holding the given turns and entries as
+        they were, in one transaction, and return it (``wisp import``,
+        ``/fork``: issue 16, "the same entries and facts under new ids").
+
+        ``conversation``: ``workdir`` (required), ``title``, ``model``,
+        ``endpoint``, ``created_at``, ``tools`` (a list or ``None``).
+        ``turns``: ``number``, ``state``, ``started_at``, ``ended_at``,
+        ``prompt_tokens``, ``completion_tokens``, ``error``,
+        ``superseded_by``. ``entries``: ``number``, ``turn`` (the number of
+        its turn, or ``None``), ``kind``, ``content``, ``tool_name``,
+        ``tool_call_id``, ``arguments``, ``meta``, ``audit_event_id``,
+        ``created_at``. Numbers are kept; ids are new; a turn ``open`` in the
+        source is stored ``stopped``. Raises :class:`StoreError` for a bad
+        kind or state, a repeated number, or an entry naming no turn given.
+        """
+        now = utc_now()
+        turns = list(turns)
+        entries = list(entries)
+        for e in entries:
+            if e.get("kind") not in ENTRY_KINDS:
+                raise StoreError(f"an entry is one of {', '.join(ENTRY_KINDS)}, not {e.get('kind')!r}")
+        for t in turns:
+            if t.get("state") not in TURN_STATES:
+                raise StoreError(f"a turn is one of {', '.join(TURN_STATES)}, not {t.get('state')!r}")
+        tools = conversation.get("tools")
+        try:
+            async with self.transaction() as db:
+                cur = await db.execute(
+                    "INSERT INTO conversations (id, title, workdir, model, endpoint, created_at, updated_at, tools)"
+                    f" VALUES ({_NEXT_CONVERSATION_ID}, ?, ?, ?, ?, ?, ?, ?)",
+                    (conversation.get("title"), os.fspath(conversation["workdir"]), conversation.get("model"),
+                     conversation.get("endpoint"), conversation.get("created_at") or now, now,
+                     json.dumps(tools) if isinstance(tools, list) else None))
+                cid = cur.lastrowid
+                ids: dict[int, int] = {}
+                for t in turns:
+                    state = "stopped" if t["state"] == "open" else t["state"]
+                    cur = await db.execute(
+                        "INSERT INTO turns (conversation_id, number, state, started_at, ended_at, prompt_tokens,"
+                        " completion_tokens, error, superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (cid, int(t["number"]), state, t.get("started_at") or now,
+                         t.get("ended_at") or (now if t["state"] == "open" else None), t.get("prompt_tokens"),
+                         t.get("completion_tokens"), t.get("error"), t.get("superseded_by")))
+                    ids[int(t["number"])] = int(cur.lastrowid)
+                rows = []
+                for e in entries:
+                    turn = e.get("turn")
+                    if turn is not None and int(turn) not in ids:
+                        raise StoreError(f"entry {e.get('number')} names turn {turn}, which is not there")
+                    args = e.get("arguments")
+                    rows.append((cid, ids[int(turn)] if turn is not None else None, int(e["number"]), e["kind"],
+                                 str(e.get("content") or ""), e.get("tool_name"), e.get("tool_call_id"),
+                                 None if args is None else _dumps(args), _dumps(dict(e.get("meta") or {})),
+                                 e.get("audit_event_id"), e.get("created_at") or now))
+                await db.executemany(
+                    "INSERT INTO entries (conversation_id, turn_id, number, kind, content, tool_name, tool_call_id,"
+                    " arguments, meta, audit_event_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        except (sqlite3.Error, OverflowError) as exc:  # a repeated number, a value SQLite cannot hold
+            raise StoreError(f"the conversation could not be restored: {exc}") from None
+        conv = await self.get_conversation(cid)
+        assert conv is not None
+        return conv
+
+    async def search(self, text: str, *, conversation_id: int | None = None, current_only: bool = False,
+                     limit: int = 50, marks: tuple[str, str] = ("[", "]")) -> list[SearchHit]:
+        """Prompts and replies of every conversation (or of one) holding
+        every word of ``text`` (each as a word prefix, any case, accents
+        ignored: SQLite FTS5, :func:`fts_query`), newest first, at most
+        ``limit``. ``current_only`` leaves out the versions a /retry or
+        /edit replaced. ``marks`` surround the matched words in each
+        snippet. No word gives no hit; never raises for any text."""
+        query = fts_query(text)
+        if not query:
+            return []
+        sql = ("SELECT e.conversation_id, c.title, t.number, e.number, e.kind, e.created_at,"
+               " snippet(entries_fts, 0, ?, ?, '…', 16), t.superseded_by"
+               " FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid"
+               " JOIN conversations c ON c.id = e.conversation_id"
+               " LEFT JOIN turns t ON t.id = e.turn_id"
+               " WHERE entries_fts MATCH ?")
+        params: list[Any] = [marks[0], marks[1], query]
+        if conversation_id is not None:
+            sql += " AND e.conversation_id = ?"
+            params.append(conversation_id)
+        if current_only:
+            sql += " AND (t.superseded_by IS NULL)"
+        sql += " ORDER BY e.created_at DESC, e.id DESC LIMIT ?"
+        params.append(max(0, int(limit)))
+        try:
+            rows = await self._all(sql, params)
+        except sqlite3.OperationalError:  # an FTS5 query it still refuses: nothing found, never a crash
+            return []
+        return [SearchHit(r[0], r[1], r[2], r[3], r[4], r[5], " ".join(str(r[6] or "").split()), r[7] is None)
+                for r in rows]
+
     async def touch_conversation(self, conversation_id: int) -> None:
         """Set a conversation's ``updated_at`` to now; raises
         :class:`StoreError` for an unknown id."""
@@ -515,7 +727,7 @@ class Store:
 
     # -- turns --------------------------------------------------------------------
 
-    async def begin_turn(self, conversation_id: int) -> Turn:
+    async def begin_turn(self, conversation_id: int, supersedes: int | None = None) -> Turn:
         """Claim the conversation and open its next turn (number = last + 1,
         from 1); touch the conversation.
 
@@ -525,10 +737,17 @@ class Store:
         :class:`ConversationBusy`, so two ``wisp ask --continue`` started at
         the same instant never both run and their entries never interleave.
         A turn left open by a dead process, by another host or by this
-        process itself does not block. Raises :class:`StoreError` for
-        an unknown conversation. ``started_at`` is taken inside the
+        process itself does not block. ``started_at`` is taken inside the
         transaction, so it is never before the end of a turn that ended before
-        the claim."""
+        the claim.
+
+        With ``supersedes`` (a turn number: ``/retry``, ``/edit``), the new
+        turn takes that turn's place in the same transaction: the old turn
+        and its entries stay, marked ``superseded_by`` the new number, and
+        :meth:`turns` leaves it out from then on (issue 16, "Nothing is
+        overwritten"). Raises :class:`StoreError` for an unknown
+        conversation, or a ``supersedes`` turn that is missing, still open
+        or already replaced."""
         async with self.transaction() as db:
             now = utc_now()
             async with db.execute(
@@ -536,17 +755,26 @@ class Store:
             ) as cur:
                 if cur.rowcount == 0:
                     raise StoreError(f"no conversation {conversation_id}")
-            async with db.execute(
-                "SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'", (conversation_id,)
-            ) as cur:
-                for (owner,) in await cur.fetchall():
-                    if self._held_elsewhere(owner):
-                        raise ConversationBusy(conversation_id, owner)
+            await self._refuse_if_held(db, conversation_id)
             async with db.execute(
                 "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?",
                 (conversation_id,),
             ) as cur:
                 number = (await cur.fetchone())[0]
+            if supersedes is not None:
+                async with db.execute(
+                    "SELECT state, superseded_by FROM turns WHERE conversation_id = ? AND number = ?",
+                    (conversation_id, supersedes),
+                ) as cur:
+                    old = await cur.fetchone()
+                if old is None:
+                    raise StoreError(f"no turn {supersedes} in conversation {conversation_id}")
+                if old[0] == "open":
+                    raise StoreError(f"turn {supersedes} is still running")
+                if old[1] is not None:
+                    raise StoreError(f"turn {supersedes} was already replaced by turn {old[1]}")
+                await db.execute("UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND number = ?",
+                                 (number, conversation_id, supersedes))
             cur = await db.execute(
                 "INSERT INTO turns (conversation_id, number, state, started_at, owner)"
                 " VALUES (?, ?, 'open', ?, ?)",
@@ -605,16 +833,22 @@ class Store:
         return _turn(row) if row else None
 
     async def turns(
-        self, conversation_id: int, limit: int | None = None, before_number: int | None = None
+        self, conversation_id: int, limit: int | None = None, before_number: int | None = None, *,
+        versions: bool = False,
     ) -> list[Turn]:
-        """A conversation's turns in ascending number order (one query).
+        """A conversation's current turns in ascending number order (one query).
 
-        With ``before_number``, only turns numbered below it; with ``limit``,
-        only the last ``limit`` of those. So the latest 50 are
-        ``turns(c, limit=50)`` and the page before them
+        A turn a ``/retry`` or ``/edit`` replaced is left out, so what reads
+        this (the composer, the running summary) sees only current versions
+        (issue 16, "The context composes only the current versions");
+        ``versions=True`` gives every turn. With ``before_number``, only turns
+        numbered below it; with ``limit``, only the last ``limit`` of those.
+        So the latest 50 are ``turns(c, limit=50)`` and the page before them
         ``turns(c, limit=50, before_number=page[0].number)``.
         """
         sql = f"SELECT {_TURN_COLS} FROM turns WHERE conversation_id = ?"
+        if not versions:
+            sql += " AND superseded_by IS NULL"
         params: list[Any] = [conversation_id]
         if before_number is not None:
             sql += " AND number < ?"
@@ -625,10 +859,37 @@ class Store:
         rows = await self._all(sql + " ORDER BY number DESC LIMIT ?", params)
         return [_turn(r) for r in reversed(rows)]
 
-    async def count_turns(self, conversation_id: int) -> int:
-        """How many turns a conversation has."""
-        row = await self._one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?", (conversation_id,))
-        return int(row[0])
+    async def turn_versions(self, conversation_id: int) -> dict[int, list[int]]:
+        """The versions of each turn that has more than one: ``{current
+        turn number: [first version's number, …, current number]}``
+        (``/retry`` and ``/edit`` chain them: each superseded turn names the
+        next)."""
+        rows = await self._all("SELECT number, superseded_by FROM turns WHERE conversation_id = ?"
+                               " AND superseded_by IS NOT NULL ORDER BY number", (conversation_id,))
+        nxt = {int(n): int(s) for n, s in rows}
+        targets = set(nxt.values())
+        out: dict[int, list[int]] = {}
+        for start in sorted(n for n in nxt if n not in targets):  # the first version of each chain
+            chain = [start]
+            while chain[-1] in nxt and len(chain) <= len(nxt):
+                chain.append(nxt[chain[-1]])
+            out[chain[-1]] = chain
+        return out
+
+    async def count_turns(self, conversation_id: int, *, before_number: int | None = None,
+                          versions: bool = True) -> int:
+        """How many turns a conversation has (every version counted; with
+        ``versions=False`` the current ones only), or with ``before_number``
+        how many are numbered below it."""
+        sql = "SELECT COUNT(*) FROM turns WHERE conversation_id = ?"
+        params: list[Any] = [conversation_id]
+        if before_number is not None:
+            sql += " AND number < ?"
+            params.append(before_number)
+        if not versions:
+            sql += " AND superseded_by IS NULL"
+        row = await self._one(sql, params)
+        return int(row[0]) if row else 0
 
     async def stored_ranges(self, conversation_id: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
         """The entry numbers and turn numbers a conversation holds, each as
@@ -691,14 +952,35 @@ class Store:
             return None
         return [str(n) for n in names] if isinstance(names, list) else None
 
+    _OPEN_OWNERS = "SELECT owner FROM turns WHERE conversation_id = ? AND state = 'open'"
+
+    async def _refuse_if_held(self, db: aiosqlite.Connection, conversation_id: int) -> None:
+        """Inside a write transaction: raise :class:`ConversationBusy` when
+        an ``open`` turn of the conversation belongs to another live process
+        (the claim of :meth:`begin_turn`, also kept by
+        :meth:`delete_conversation`)."""
+        async with db.execute(self._OPEN_OWNERS, (conversation_id,)) as cur:
+            for (owner,) in await cur.fetchall():
+                if self._held_elsewhere(owner):
+                    raise ConversationBusy(conversation_id, owner)
+
+    async def check_not_busy(self, conversation_id: int) -> None:
+        """Raise :class:`ConversationBusy` now when another live wisp runs a
+        turn of the conversation: a read, so that ``wisp ask --continue``
+        says so at once instead of first waiting for an endpoint the other
+        wisp keeps busy. :meth:`begin_turn`'s claim stays the rule that
+        counts (a turn may start between the two)."""
+        for (owner,) in await self._all(self._OPEN_OWNERS, (conversation_id,)):
+            if self._held_elsewhere(owner):
+                raise ConversationBusy(conversation_id, owner)
+
     def _held_elsewhere(self, owner: str | None) -> bool:
         """True when ``owner`` (a turn's ``host:pid``) is another process on
         this host that is still alive; False for this process, a dead one,
         another host, or no owner."""
         if not owner or owner == self._owner:
             return False
-        host, _, pid = owner.rpartition(":")
-        return host == socket.gethostname() and pid.isdigit() and _pid_alive(int(pid))
+        return tag_alive(owner) is True
 
     async def recover_open_turns(self) -> list[int]:
         """Mark ``stopped`` every turn left ``open`` by a process that is gone,

@@ -150,7 +150,7 @@ def estimate_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]
 
 
 def window_from(configured: int | None, reported: int | None = None,
-                last_seen: int | None = None) -> tuple[int, str]:
+                last_seen: int | None = None, cap: int | None = None) -> tuple[int, str]:
     """The context window (tokens) and where it came from, the one place
     this is decided (issue "One core, built once", "window resolution"):
     config ``model.context_window`` (``configured``), else what the
@@ -160,9 +160,18 @@ def window_from(configured: int | None, reported: int | None = None,
     context`` works without asking the endpoint), else
     :data:`DEFAULT_CONTEXT_WINDOW`. Sources are ``config
     model.context_window``, ``the endpoint``, ``last seen for this model``
-    and ``default``."""
-    for value, source in ((configured, "config model.context_window"), (reported, "the endpoint"),
-                          (last_seen, "last seen for this model")):
+    and ``default``. ``cap`` is a window the endpoint cannot go beyond
+    whatever config says (the embedded server's ``n_ctx``, which wisp
+    started it with, capped at the model's trained length): a larger
+    window is cut to it, with the source ``the server's n_ctx (config asks
+    N)``, so no request is planned for room the server does not have
+    (issue "Real models, real work")."""
+    window, source = DEFAULT_CONTEXT_WINDOW, "default"
+    for value, name in ((configured, "config model.context_window"), (reported, "the endpoint"),
+                        (last_seen, "last seen for this model")):
         if value:
-            return int(value), source
-    return DEFAULT_CONTEXT_WINDOW, "default"
+            window, source = int(value), name
+            break
+    if cap and window > cap:
+        return int(cap), f"the server's n_ctx ({source} asks {window:,})"
+    return window, source

@@ -13,13 +13,13 @@ one place (issue 9, "The TUI renders events").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
 from .streamed import STREAMING
 
-__all__ = ["TurnView", "TranscriptPage", "load_page", "prompt_history", "turn_events"]
+__all__ = ["TurnView", "TranscriptPage", "load_page", "load_turn", "prompt_history", "turn_events"]
 
 #: Turn states that end a turn; an ``open`` turn (still running, or its process died) has no end yet.
 _ENDED = ("done", "stopped", "error", "cut")
@@ -28,13 +28,18 @@ _ENDED = ("done", "stopped", "error", "cut")
 @dataclass
 class TurnView:
     """One stored turn: ``number``, ``state`` and its entries in order;
-    ``conversation`` (its id) and ``error`` (the message a failed turn ended with, or ``None``)."""
+    ``conversation`` (its id) and ``error`` (the message a failed turn ended with, or ``None``);
+    ``versions``: the numbers of every version of this turn, oldest first,
+    when ``/retry`` or ``/edit`` asked it again (``[]`` when it has one);
+    ``superseded_by``: the turn that replaced it, or ``None`` (issue 16)."""
 
     number: int
     state: str
     entries: list[Any]
     conversation: int = 0
     error: str | None = None
+    versions: list[int] = field(default_factory=list)
+    superseded_by: int | None = None
 
 
 @dataclass
@@ -47,14 +52,32 @@ class TranscriptPage:
 
 async def load_page(store: Any, conversation_id: int, limit: int = 50,
                     before_number: int | None = None) -> TranscriptPage:
-    """The last ``limit`` turns of the conversation before turn ``before_number``
-    (all turns when None), with their entries: two queries whatever the length."""
+    """The last ``limit`` current turns of the conversation before turn
+    ``before_number`` (all turns when None), with their entries and the
+    numbers of their versions: four queries whatever the length. A turn a
+    ``/retry`` or ``/edit`` replaced is not among them; its versions list
+    it (:func:`load_turn` reads one)."""
     turns = await store.turns(conversation_id, limit=limit, before_number=before_number)
     if not turns:
         return TranscriptPage([], 0)
     by_turn = await store.turn_entries([t.id for t in turns])
-    views = [TurnView(t.number, t.state, by_turn.get(t.id, []), conversation_id, t.error) for t in turns]
-    return TranscriptPage(views, earlier=max(0, turns[0].number - 1))
+    versions = await store.turn_versions(conversation_id)
+    views = [TurnView(t.number, t.state, by_turn.get(t.id, []), conversation_id, t.error,
+                      versions.get(t.number, [])) for t in turns]
+    earlier = await store.count_turns(conversation_id, before_number=turns[0].number, versions=False)
+    return TranscriptPage(views, earlier=earlier)
+
+
+async def load_turn(store: Any, conversation_id: int, number: int) -> TurnView | None:
+    """Turn ``number`` of a conversation (current or not) with its entries
+    and versions, or ``None`` (Left/Right on a reply's versions)."""
+    turn = await store.get_turn(conversation_id, number)
+    if turn is None:
+        return None
+    versions = await store.turn_versions(conversation_id)
+    chain = next((v for v in versions.values() if number in v), [])
+    return TurnView(turn.number, turn.state, await store.entries(conversation_id, turn.id), conversation_id,
+                    turn.error, chain, turn.superseded_by)
 
 
 async def prompt_history(store: Any, conversation_id: int, limit: int = 200) -> list[str]:

@@ -23,14 +23,16 @@ from textual.containers import Horizontal
 from textual.widgets import Collapsible
 from textual.worker import Worker, WorkerState
 
+from wisp.core.text import terminal_safe
 from wisp.core import events as ev
 from wisp.core.commands import is_command, run_command
 from wisp.core.config import Config
 from wisp.core.episodes.refine import REFINE_INTERVAL_S
 from wisp.core.session import Session, SessionOptions
 from wisp.core.transcript import load_page, prompt_history
-from wisp.themes import STYLESHEET, WISP_THEME
+from wisp.themes import STYLESHEET
 
+from .conversation_actions import ConversationActions
 from .guard import Guarded
 from .screens import ApprovalScreen, HelpScreen, MemoryScreen, view_for
 from .widgets import ChatPane, CommandOutput, ContextSidebar, Notice, PromptInput, StatusBar, UserMessage
@@ -40,7 +42,7 @@ __all__ = ["WispApp", "PAGE_TURNS"]
 PAGE_TURNS = 50  # turns rendered at a time
 
 
-class WispApp(Guarded, App[int]):
+class WispApp(ConversationActions, Guarded, App[int]):
     """wisp's TUI. ``options`` say which conversation to open and which tools
     to give; ``config`` defaults to the one in ``WISP_HOME``; ``connect``
     false leaves the endpoint alone until the first prompt."""
@@ -61,6 +63,10 @@ class WispApp(Guarded, App[int]):
         Binding("f3", "toggle_panel('task')", "Task", show=False),
         Binding("f4", "toggle_panel('summary')", "Summary", show=False),
         Binding("f5", "inspect_context", "Inspect context", show=False),
+        # issue 16 (tui/conversation_actions.py)
+        Binding("ctrl+r", "history_search", "Search earlier prompts", show=False, priority=True),
+        Binding("ctrl+y", "copy_reply", "Copy the last reply", show=False, priority=True),  # over TextArea's redo
+        Binding("ctrl+t", "cycle_theme", "Next theme", show=False, priority=True),
     ]
 
     def __init__(self, options: SessionOptions | None = None, config: Config | None = None,
@@ -107,8 +113,7 @@ class WispApp(Guarded, App[int]):
         return self._sidebar
 
     async def on_mount(self) -> None:
-        self.register_theme(WISP_THEME)
-        self.theme = _theme_name(self._config, set(self.available_themes))
+        self.setup_themes()  # wisp's dark and light themes, config ui.theme (issue 16)
         self.prompt_input.focus()
         self.start_session()
         # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
@@ -126,8 +131,10 @@ class WispApp(Guarded, App[int]):
                 return
             s = self.session
             self.status.conversation = s.conversation_id
+            self.apply_theme()
             for problem in getattr(s, "startup_problems", []):
                 await self.chat.add(Notice(problem, "warning"))
+            await self.show_start()  # --continue's note, the welcome, the profile (issue 16)
             if s.conversation_id is not None:
                 await self.show_page(s.conversation_id)
                 self.prompt_input.prompt_history = await prompt_history(s.store, s.conversation_id)
@@ -155,6 +162,7 @@ class WispApp(Guarded, App[int]):
         self.status.endpoint = self.session.endpoint_label
         self.status.model = self.session.model_name
         self.status.window = self.session.context_window
+        self.update_welcome()
         if ok:
             self.status.state = "ready"
         else:
@@ -168,6 +176,7 @@ class WispApp(Guarded, App[int]):
         assert self.session is not None
         page = await load_page(self.session.store, conversation_id, PAGE_TURNS, before)
         await self.chat.show_turns(page.turns, above=before is not None)
+        await self.mount_version_bars(page.turns)
         if page.turns:
             self._first_shown = page.turns[0].number
             self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number)
@@ -193,6 +202,9 @@ class WispApp(Guarded, App[int]):
         if is_command(text):
             result = await run_command(self.session, text)
             self.refresh_context()  # /fact, /task … change what the panels show
+            self.after_command(text, result)
+            if await self.handle_action(result, text):  # /retry, /copy, /model … (issue 16)
+                return
             view = view_for(result)  # /inspect context, /show: a view, not chat text
             if view is not None:
                 await self.push_screen(view)
@@ -205,27 +217,32 @@ class WispApp(Guarded, App[int]):
                 await self.connect()  # /config set model.…: use the new endpoint or model now
             return
         if self.turn_worker is not None and self.turn_worker.is_running:
+            self.prompt_input.load_text(text)  # the typed prompt stays (issue 16)
             await self.chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
             return
-        self.turn_worker = self.run_turn(text)
+        self.turn_worker = self.run_turn(text, supersedes=self.take_edit())
 
     @work(exclusive=True, group="turn", exit_on_error=False)
-    async def run_turn(self, text: str) -> None:
+    async def run_turn(self, text: str, supersedes: int | None = None) -> None:
         """Run one turn and draw its events as they come; Esc (cancelling
-        this worker) ends it as stopped."""
+        this worker) ends it as stopped. ``supersedes``: the turn it asks
+        again in place of (``/retry``, ``/edit``)."""
         assert self.session is not None
         s = self.session
+        await self.dismiss_welcome()  # the first prompt: the welcome goes (issue 16)
         if s.endpoint is None and not await self.connect():
-            await self.chat.add(UserMessage(text))
+            await self.chat.add(UserMessage(terminal_safe(text)))
             await self.chat.add(Notice("Not sent: no model endpoint answers (see above). "
                                        "Press Up to get the prompt back.", "error"))
             return
         await self.show_turns_from_elsewhere()
+        await self.before_turn_shown(supersedes)
         self.status.state = "streaming"
         final_state = "error"
         turn = 0
         try:
-            async for item in s.run_turn(text):
+            turns = s.run_turn(text) if supersedes is None else s.run_turn(text, supersedes=supersedes)
+            async for item in turns:
                 if isinstance(item, ev.TurnStarted):
                     turn = item.turn
                 elif isinstance(item, ev.TurnEnded):
@@ -238,6 +255,7 @@ class WispApp(Guarded, App[int]):
         finally:
             self.status.state = "error" if final_state == "error" else "ready"
             self.refresh_context()
+        await self.after_turn_shown(turn, supersedes)
 
     async def show_agent_event(self, item: ev.AgentEvent) -> None:
         """Draw one event of the live turn: in the chat, the status bar and
@@ -406,9 +424,12 @@ class WispApp(Guarded, App[int]):
         self.push_screen(HelpScreen())
 
     def action_stop(self) -> None:
-        """Esc: stop the streaming reply (the turn is recorded as stopped)."""
+        """Esc: stop the streaming reply (the turn is recorded as stopped);
+        with nothing streaming and the input empty, leave /edit."""
         if self.turn_worker is not None and self.turn_worker.is_running:
             self.turn_worker.cancel()
+        else:
+            self.cancel_edit()
 
     async def action_quit(self) -> None:
         await self.close_session()
@@ -432,11 +453,3 @@ class WispApp(Guarded, App[int]):
     async def on_unmount(self) -> None:
         await self.close_session()
 
-
-def _theme_name(config: Config | None, available: set[str]) -> str:
-    """The theme from config ``ui.theme`` when Textual knows it, else wisp's."""
-    try:
-        name = (config or Config.load()).get("ui.theme")
-    except Exception:
-        return "wisp"
-    return name if name in available else "wisp"

@@ -22,5 +22,7 @@ def add_inspect_parser(sub: Any) -> None:
     ins = sub.add_parser("inspect", help="show what the next request would send, layer by layer (no model cost)")
     ins_sub = ins.add_subparsers(dest="inspect_command", metavar="context", parser_class=type(ins))
     ctx = ins_sub.add_parser("context", help="the layers of the next request and its exact messages")
-    ctx.add_argument("--conversation", type=int, metavar="ID", help="the conversation (default: the last one)")
+    ctx.add_argument("--conversation", type=int, metavar="ID",
+                     help="the conversation (default: the newest of this directory)")
+    ctx.add_argument("--all", action="store_true", help="the newest conversation anywhere, not only here")
     ctx.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -38,7 +38,7 @@ import dataclasses
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .facts import Fact, FactBook
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
@@ -87,6 +87,12 @@ MEMORY_RULE = (
 PREVIOUS_CHARS = 200
 #: The summary layer's list of references takes at most this share of the budget.
 REF_INDEX_SHARE = 0.25
+#: When turns must leave the window, enough of them leave for the request to
+#: use at most this share of its budget: the next turns then fit without
+#: another running summary (one side call every few turns, not every turn),
+#: and the server's prompt cache keeps the request's unchanged start (issue
+#: "Real models, real work": "keep the llama.cpp prompt cache warm").
+LOW_WATER = 0.6
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,10 @@ class ComposeInputs:
     window_source: str = ""
     model: str | None = None
     calibration_samples: int = 0
+    #: How the request gives the tools to the model, ``(mode, text)`` (``native``
+    #: or ``prompted``; the text the model reads of them), when the link says;
+    #: else the schemas are counted as JSON.
+    tool_layer: tuple[str, str] | None = None
 
 
 @dataclass
@@ -322,9 +332,11 @@ def build(inp: ComposeInputs) -> ComposedContext:
         layers["summary"].items = len(inp.summary.covers)
         layers["summary"].detail = {"version": inp.summary.version, "covers": list(inp.summary.covers),
                                     "references": listed_refs}
-    layers["tools"].tokens = _count_text(json.dumps(inp.tools, ensure_ascii=False), ratio) if inp.tools else 0
+    mode, tool_text = inp.tool_layer or ("native", json.dumps(inp.tools, ensure_ascii=False))
+    layers["tools"].tokens = _count_text(tool_text, ratio) if inp.tools else 0
     layers["tools"].items = len(inp.tools)
-    layers["tools"].detail = {"names": [t.get("function", {}).get("name") for t in inp.tools]}
+    layers["tools"].detail = {"names": [t.get("function", {}).get("name") for t in inp.tools], "mode": mode}
+    layers["tools"].text = tool_text if inp.tools else ""
 
     # ended turns: the last `recent_turns` whole, the others with references
     recent_n = max(0, int(inp.recent_turns))
@@ -378,7 +390,7 @@ def build(inp: ComposeInputs) -> ComposedContext:
     total = sum(layer.tokens for layer in ordered)
     must_leave: list[int] = []
     if total > budget:
-        over = total - budget
+        over = total - int(budget * LOW_WATER)
         for s in slices:
             if over <= 0:
                 break
@@ -556,9 +568,13 @@ class Composer:
     async def inputs(self, conversation: int, *, system_rules: str, registry: Any, window: int, reserve: int,
                      recent_turns: int = 0, ratio: float = 1.0, instructions: str | None = None,
                      instructions_source: str | None = None, window_source: str = "",
-                     model: str | None = None, calibration_samples: int = 0) -> ComposeInputs:
+                     model: str | None = None, calibration_samples: int = 0,
+                     tool_layer: Callable[[list[dict[str, Any]]], tuple[str, str] | None] | None = None
+                     ) -> ComposeInputs:
         """The :class:`ComposeInputs` of the conversation's next request: the
-        turns the latest summary covers are not loaded."""
+        turns the latest summary covers are not loaded. ``tool_layer`` tells
+        how the request gives the schemas to the model (the session's
+        :meth:`~wisp.core.model.link.ModelLink.tool_layer`)."""
         views = await self.fact_views(conversation)
         task = next((v.fact for v in views if v.fact.subject == "task"), None)
         summary = await self.summaries.latest(conversation)
@@ -578,7 +594,7 @@ class Composer:
             ended=[(t.number, by_turn.get(t.id, [])) for t in ended],
             current=(current.number, by_turn.get(current.id, [])) if current else None,
             recent_turns=recent_turns, ratio=ratio, turn=next_turn, window_source=window_source, model=model,
-            calibration_samples=calibration_samples,
+            calibration_samples=calibration_samples, tool_layer=tool_layer(schemas) if tool_layer and schemas else None,
         )
 
     async def compose(self, conversation: int, **kwargs: Any) -> ComposedContext:

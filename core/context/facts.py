@@ -226,6 +226,30 @@ class Fact:
             "time": self.created_at,
         }
 
+    def to_record(self) -> dict[str, Any]:
+        """Every stored field but the row id, as :meth:`FactBook.restore`
+        takes it back (``wisp export``'s JSON: issue 16)."""
+        return {
+            "number": self.number, "subject": self.subject, "name": self.name, "value": self.value,
+            "source": self.source, "method": self.method, "tool": self.tool, "state": self.state,
+            "proposal": self.proposal, "kept_at": self.kept_at, "forgotten": self.forgotten, "turn": self.turn,
+            "entries": list(self.entries), "superseded_by": self.superseded_by,
+            "superseded_at": self.superseded_at, "created_at": self.created_at,
+            "audit_event_id": self.audit_event_id,
+        }
+
+    def as_of(self, moment: str) -> "Fact":
+        """This version as it stood at ``moment`` (UTC ISO text, as the
+        store writes times): a supersession, a forgetting or a keeping
+        that came later is undone. The version must have been recorded
+        before ``moment``."""
+        changes: dict[str, Any] = {}
+        if self.superseded_at is not None and self.superseded_at >= moment:
+            changes.update(state="current", superseded_by=None, superseded_at=None, forgotten=False)
+        if self.kept_at is not None and self.kept_at >= moment:
+            changes.update(proposal=True, kept_at=None)
+        return Fact(**{**self.__dict__, **changes}) if changes else self
+
 
 @dataclass(frozen=True)
 class FactOutcome:
@@ -408,6 +432,53 @@ class FactBook:
                 if words <= set(f.name.lower().split()) and f.key not in keys:
                     keys.append(f.key)
         return [(k, [f for f in facts if f.key == k]) for k in keys]
+
+    async def as_of(self, conversation: int, moment: str | None) -> list[Fact]:
+        """Every version recorded before ``moment`` (UTC ISO text), each as
+        it stood then (:meth:`Fact.as_of`); with ``None``, :meth:`all`.
+        ``/fork`` carries a conversation's facts as they stood at the turn
+        it forks from (issue 16)."""
+        facts = await self.all(conversation)
+        if moment is None:
+            return facts
+        return [f.as_of(moment) for f in facts if f.created_at < moment]
+
+    async def count(self, conversation: int) -> int:
+        """How many fact versions a conversation has (``wisp conversations rm`` says so)."""
+        return len(await self.all(conversation))
+
+    async def restore(self, conversation: int, records: Iterable[dict[str, Any]]) -> int:
+        """Store fact versions as they were (:meth:`Fact.to_record`'s
+        shape: numbers, states, sources and times kept; new row ids), in one
+        transaction, into a conversation that has none yet (``wisp import``,
+        ``/fork``). No audit event is written: the versions keep the ids of
+        the events that recorded them. Returns how many were stored. Raises
+        :class:`FactError` for an unknown subject or source, and for a
+        conversation that already has facts."""
+        rows = []
+        for r in records:
+            if r.get("subject") not in SUBJECTS:
+                raise FactError(f"no subject {r.get('subject')!r}; use one of {', '.join(SUBJECTS)}")
+            if r.get("source") not in RANK:
+                raise FactError(f"no source {r.get('source')!r}; a fact comes from one of {', '.join(SOURCES)}")
+            rows.append((conversation, int(r["number"]), r["subject"], str(r.get("name") or ""), str(r["value"]),
+                         r["source"], str(r.get("method") or ""), r.get("tool"),
+                         "superseded" if r.get("state") == "superseded" else "current",
+                         int(bool(r.get("proposal"))), r.get("kept_at"), int(bool(r.get("forgotten"))),
+                         r.get("turn"), json.dumps([int(e) for e in r.get("entries") or []]),
+                         r.get("superseded_by"), r.get("superseded_at"), r.get("created_at") or _utc_now(),
+                         r.get("audit_event_id")))
+        if not rows:
+            return 0
+        async with self.store.transaction() as db:
+            async with db.execute("SELECT COUNT(*) FROM facts WHERE conversation_id = ?", (conversation,)) as cur:
+                if (await cur.fetchone())[0]:
+                    raise FactError(f"conversation {conversation} has facts already; restore into a new one")
+            await db.executemany(
+                "INSERT INTO facts (conversation_id, number, subject, name, value, source, method, tool, state,"
+                " proposal, kept_at, forgotten, turn, entries, superseded_by, superseded_at, created_at,"
+                " audit_event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)
 
     async def subjects_known(self, conversation: int) -> list[str]:
         """The labels of the facts a conversation knows (for "nothing matches" messages)."""

@@ -3,12 +3,18 @@
 Issue "Layered context", "Seeing it, at no model cost": one row per layer
 with its tokens, its share of the window, its items and a hint where one
 helps (``/task clear frees 40 tokens``); the tokens left; and the exact
-messages of the next request. Building the report composes the context from
-the store and never calls the endpoint.
+messages of the next request, as sent: in the prompted tool protocol, with
+the tools written into the messages (issue "Real models, real work": "shows
+the tool layer as it was actually sent"). Building the report composes the
+context from the store and makes no model request; where the server can count
+(llama.cpp's tokenizer), the layers with a text of their own are counted
+exactly, and each figure says how it was got: ``exact``, ``calibrated`` or
+``estimated`` (same issue, "Exact tokens").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +32,9 @@ class LayerRow:
     """One layer in the report: ``number`` (1–8 as the issue numbers them;
     ``None`` for the project instructions, which sit with the rules),
     ``key``, ``name``, ``tokens``, ``share`` (of the window, 0–1),
-    ``items`` and ``hint``."""
+    ``items``, ``hint`` and ``how`` the tokens were got: ``exact`` (the
+    server's tokenizer), ``calibrated`` (wisp's estimate times the model's
+    calibration) or ``estimated``."""
 
     number: int | None
     key: str
@@ -35,10 +43,11 @@ class LayerRow:
     share: float
     items: int
     hint: str = ""
+    how: str = "estimated"
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, "key": self.key, "name": self.name, "tokens": self.tokens,
-                "share": round(self.share, 4), "items": self.items, "hint": self.hint}
+                "share": round(self.share, 4), "items": self.items, "hint": self.hint, "how": self.how}
 
 
 #: Subjects observed again before every request: forgetting them frees nothing for long.
@@ -76,6 +85,8 @@ class ContextReport:
     must_leave: list[int] = field(default_factory=list)
     #: wisp's own side calls around the last turn (the fact distiller, the assessment), one line each.
     side_calls: list[str] = field(default_factory=list)
+    #: How the request gives the tools to the model: ``native`` (the ``tools`` field) or ``prompted``.
+    tool_mode: str = "native"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``wisp inspect context --json``)."""
@@ -85,7 +96,8 @@ class ContextReport:
             "total": self.total, "tokens_left": self.tokens_left,
             "calibration": {"ratio": round(self.ratio, 4), "samples": self.samples},
             "layers": [r.to_dict() for r in self.rows], "left_window": self.left,
-            "must_leave": self.must_leave, "side_calls": self.side_calls,
+            "must_leave": self.must_leave, "side_calls": self.side_calls, "tool_mode": self.tool_mode,
+            "counted": self.counted(),
             "request": {"messages": self.messages, "tools": self.tools},
         }
 
@@ -93,9 +105,23 @@ class ContextReport:
         """The next request's messages and tools as indented JSON."""
         return json.dumps({"messages": self.messages, "tools": self.tools}, ensure_ascii=False, indent=2)
 
+    def counted(self) -> str:
+        """How the total was got: ``exact`` when every layer was counted by the
+        server's tokenizer, ``calibrated`` or ``estimated`` when none was, else
+        ``partly exact``."""
+        hows = {r.how for r in self.rows if r.tokens}
+        if hows == {"exact"}:
+            return "exact"
+        if "exact" in hows:
+            return "partly exact"
+        return "calibrated" if "calibrated" in hows else "estimated"
+
     def headline(self) -> str:
-        """One line: window, reserve, budget, used and left."""
+        """One line: window, reserve, budget, used and left, and how they were counted."""
         cal = f"calibration ×{self.ratio:.2f} from {self.samples} requests" if self.samples else "not calibrated yet"
+        exact = [r.name for r in self.rows if r.how == "exact" and r.tokens]
+        if exact:
+            cal = f"exact (the server's tokenizer): {', '.join(exact)}; the others: {cal}"
         side = f"; side calls around the last turn: {'; '.join(self.side_calls)}" if self.side_calls else ""
         return (f"window {self.window:,} tokens ({self.window_source}) − reserve {self.reserve:,} = budget "
                 f"{self.budget:,}; next request ≈ {self.total:,} tokens; {self.tokens_left:,} left; {cal}{side}")
@@ -140,6 +166,8 @@ def _hints(ctx: ComposedContext) -> dict[str, str]:
     names = ctx.layer("tools").detail.get("names") or []
     h["tools"] = (", ".join(n for n in names if n) + "; --tool NAME gives only the tools named") if names \
         else "no tools"
+    if names and ctx.layer("tools").detail.get("mode") == "prompted":
+        h["tools"] = "written into the system message (the server drops `tools`): " + h["tools"]
     forgettable = [v for v in ctx.facts if v.fact.subject not in OBSERVED_SUBJECTS]
     if forgettable:
         biggest = max(forgettable, key=lambda v: len(fact_line(v.fact)))
@@ -178,21 +206,56 @@ def _hints(ctx: ComposedContext) -> dict[str, str]:
 def report_from(ctx: ComposedContext) -> ContextReport:
     """The :class:`ContextReport` of a composed context."""
     hints = _hints(ctx)
+    how = "calibrated" if ctx.calibration_samples else "estimated"
     rows = [LayerRow(_NUMBERS[layer.key], layer.key, layer.name, layer.tokens,
-                     (layer.tokens / ctx.window) if ctx.window else 0.0, layer.items, hints.get(layer.key, ""))
+                     (layer.tokens / ctx.window) if ctx.window else 0.0, layer.items, hints.get(layer.key, ""), how)
             for layer in ctx.layers]
     return ContextReport(
         conversation=ctx.conversation, model=ctx.model, window=ctx.window, window_source=ctx.window_source,
         reserve=ctx.reserve, budget=ctx.budget, total=ctx.total, tokens_left=ctx.tokens_left, ratio=ctx.ratio,
         samples=ctx.calibration_samples, rows=rows, messages=ctx.messages, tools=ctx.tools, left=list(ctx.left),
-        must_leave=list(ctx.must_leave))
+        must_leave=list(ctx.must_leave), tool_mode=str(ctx.layer("tools").detail.get("mode") or "native"))
+
+
+async def count_exactly(report: ContextReport, ctx: ComposedContext, count: Any) -> None:
+    """Count again, with ``count`` (the endpoint's ``count_tokens(text)``:
+    tokens by the server's tokenizer, or ``None`` when it cannot), every layer
+    that has a text of its own (rules, instructions, tools, facts, task,
+    summary), and mark those rows ``exact``; the total follows. A server that
+    cannot count, or fails to, leaves the report as it was. Raises nothing."""
+    if count is None:
+        return
+    texts = {layer.key: layer.text for layer in ctx.layers if layer.text}
+    for i, row in enumerate(report.rows):
+        text = texts.get(row.key)
+        if not text:
+            continue
+        try:
+            n = await count(text)
+        except Exception:  # a tokenizer that fails is only a worse figure, never a failed report
+            return
+        if n is None:
+            return
+        report.rows[i] = dataclasses.replace(row, tokens=int(n), share=(n / report.window) if report.window else 0.0,
+                                             how="exact")
+    total = sum(r.tokens for r in report.rows)
+    report.tokens_left += report.total - total
+    report.total = total
 
 
 async def inspect_context(manager: Any, conversation: int) -> ContextReport:
     """Compose ``conversation``'s next request through ``manager`` (a
-    :class:`~wisp.core.context.manager.ContextManager`) and report it. No
-    request is made."""
-    report = report_from(await manager.compose(conversation))
+    :class:`~wisp.core.context.manager.ContextManager`) and report it, with
+    the messages and tools as the link would send them and, where the server
+    can count, exact figures (:func:`count_exactly`). No model request is
+    made."""
+    ctx = await manager.compose(conversation)
+    report = report_from(ctx)
+    link = getattr(manager, "model_state", None)
+    if link is not None and hasattr(link, "as_sent"):
+        report.tool_mode, report.messages, report.tools = link.as_sent(report.messages, report.tools)
+    endpoint = getattr(link, "endpoint", None)
+    await count_exactly(report, ctx, getattr(endpoint, "count_tokens", None))
     costs = getattr(manager, "costs", {}).get(conversation, {})
     report.side_calls = [cost.line() for cost in costs.values()]
     return report

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from .. import events as ev
 from ..sidecall import SideCall
@@ -60,6 +60,16 @@ class ModelState(Protocol):
 
     def window_advice(self, tokens: int) -> str:
         """How to raise the window to ``tokens`` for the endpoint in use."""
+        ...
+
+    def tool_layer(self, schemas: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+        """``(mode, text)``: how the next request gives ``schemas`` to the model
+        (``native`` or ``prompted``) and the text the model reads of them."""
+        ...
+
+    def as_sent(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]
+                ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+        """``(mode, messages, tools)`` exactly as the next request sends them."""
         ...
 
 
@@ -161,7 +171,8 @@ class ContextManager:
         last_seen = None
         if not self._config("model.context_window", None) and not reported:
             last_seen = (await self.calibration.get(model or await self.model(conversation))).context_window
-        return window_from(self._config("model.context_window", None), reported, last_seen)
+        cap = getattr(self.model_state, "window_cap", None) if self.model_state.endpoint is not None else None
+        return window_from(self._config("model.context_window", None), reported, last_seen, cap=cap)
 
     # -- composing ------------------------------------------------------------------
 
@@ -174,18 +185,21 @@ class ContextManager:
             reserve=int(self._config("context.reserve", 1024)),
             recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
             instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
-            model=model, calibration_samples=cal.samples)
+            model=model, calibration_samples=cal.samples, tool_layer=getattr(self.model_state, "tool_layer", None))
 
     async def compose(self, conversation: int) -> ComposedContext:
         """The next request of ``conversation`` with its layers, composed
         from the record with no side effect (``/inspect context``)."""
         return build(await self._inputs(conversation))
 
-    async def prepare(self, conversation: int, turn: int) -> Prepared:
+    async def prepare(self, conversation: int, turn: int,
+                      progress: Callable[[ev.AgentEvent], None] | None = None) -> Prepared:
         """Before each request of turn ``turn``: record the workspace and test
         facts, write a running summary when turns must leave the window, and
         compose the request once (see the module doc). Never raises for the
-        side call's failure (it becomes a notice)."""
+        side call's failure (it becomes a notice). ``progress`` gets a
+        transient notice before a running summary is asked of the model, so
+        the person sees why the reply has not started."""
         events = self._drain()
         events += await self.observe_workspace(conversation, turn)
         events += await self.scan_test_runs(conversation, turn)
@@ -204,6 +218,10 @@ class ContextManager:
                         "references")
         if ctx.must_leave:
             # fitting step 2: the running summary takes over old turns
+            if progress is not None:
+                progress(ev.Notice(f"Writing the running summary of turns {turn_ranges(ctx.must_leave)}, so that "
+                                   "they can leave the model's window; the reply starts after it.",
+                                   key="summary-writing", transient=True))
             more, ctx = await self._summarise(inputs, ctx, turn)
             events += more
         shown = ctx.cut[:3]

@@ -80,6 +80,15 @@ class SummaryVersion:
         """``s3``: how views name a summary version."""
         return f"s{self.version}"
 
+    def to_record(self) -> dict[str, Any]:
+        """Every stored field, as :meth:`SummaryBook.restore` takes it back
+        (``wisp export``'s JSON: issue 16)."""
+        return {"version": self.version, "text": self.text, "covers": list(self.covers),
+                "kept_whole": list(self.kept_whole), "refs": [r.to_dict() for r in self.refs],
+                "items": {str(k): list(v) for k, v in self.items.items()}, "model": self.model,
+                "attempts": self.attempts, "created_at": self.created_at, "audit_event_id": self.audit_event_id,
+                "completion": self.completion, "kept": list(self.kept)}
+
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "text": self.text, "covers": list(self.covers),
                 "covers_text": turn_ranges(self.covers), "kept_whole": list(self.kept_whole),
@@ -142,6 +151,45 @@ class SummaryBook:
         ) as cur:
             row = await cur.fetchone()
         return _version(row) if row else None
+
+    async def as_of(self, conversation: int, moment: str | None) -> list[SummaryVersion]:
+        """The versions written before ``moment`` (UTC ISO text; ``None``:
+        every version), oldest first: the running summary as it stood then
+        (``/fork``: issue 16)."""
+        versions = await self.versions(conversation)
+        return versions if moment is None else [v for v in versions if v.created_at < moment]
+
+    async def count(self, conversation: int) -> int:
+        """How many summary versions a conversation has."""
+        return len(await self.versions(conversation))
+
+    async def restore(self, conversation: int, records: Any) -> int:
+        """Store summary versions as they were (:meth:`SummaryVersion.to_record`'s
+        shape; version numbers and times kept) in one transaction, into a
+        conversation that has none yet (``wisp import``, ``/fork``); no
+        audit event is written. Returns how many. Raises ``ValueError`` for
+        a conversation that has versions already."""
+        rows = []
+        for r in records:
+            rows.append((conversation, int(r["version"]), str(r.get("text") or ""),
+                         json.dumps(sorted(int(t) for t in r.get("covers") or [])),
+                         json.dumps(sorted(int(t) for t in r.get("kept_whole") or [])),
+                         json.dumps([d for d in r.get("refs") or [] if isinstance(d, dict)], ensure_ascii=False),
+                         json.dumps({str(k): list(v) for k, v in (r.get("items") or {}).items()}, ensure_ascii=False),
+                         r.get("model"), int(r.get("attempts") or 1), r.get("created_at") or "",
+                         r.get("audit_event_id"), str(r.get("completion") or ""),
+                         json.dumps([str(k) for k in r.get("kept") or []], ensure_ascii=False)))
+        if not rows:
+            return 0
+        async with self.store.transaction() as db:
+            async with db.execute("SELECT COUNT(*) FROM summaries WHERE conversation_id = ?", (conversation,)) as cur:
+                if (await cur.fetchone())[0]:
+                    raise ValueError(f"conversation {conversation} has a running summary already")
+            await db.executemany(
+                "INSERT INTO summaries (conversation_id, version, text, covers, kept_whole, refs, items, model,"
+                " attempts, created_at, audit_event_id, completion, kept)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)
 
     async def record(self, conversation: int, text: str, covers: set[int] | list[int], *,
                      kept_whole: set[int] | list[int] = (), refs: list[OutputRef] | tuple[OutputRef, ...] = (),

@@ -35,14 +35,13 @@ captured"):
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import socket
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..processes import tag_alive, this_process
 from ..sidecall import Message, SideCall, SideCallError, SideCallInfo
 from .capture import finalize_pending, memory_enabled
 from .dates import format_local, memory_timezone
@@ -344,24 +343,12 @@ class Batch:
 
 
 def _owner_token() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{this_process()}:{uuid.uuid4().hex[:8]}"
 
 
 def _owner_gone(owner: str) -> bool:
-    host, _, rest = owner.partition(":")
-    pid_text = rest.split(":", 1)[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
+    """True when the claim's owner (``host:pid:suffix``) is a process of this host that has ended."""
+    return tag_alive(owner) is False
 
 
 async def _release_stale(db: Any, now: datetime) -> int:

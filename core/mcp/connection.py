@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..processes import pid_alive
 from ..mcp_config import SAFE_ENV, HttpServer, MissingVariable, ServerSpec, StdioServer, expand_env
 
 __all__ = ["McpFailure", "RemoteTool", "Connection", "OWNER_VARIABLE"]
@@ -120,21 +121,6 @@ def _line(exc: BaseException) -> str:
     return text[:300] or type(exc).__name__
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
-
-
 def _parent(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -173,7 +159,7 @@ def _end_marked(mark: str, grace_s: float = 2.0) -> None:
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if _alive(p)]
+        pids = [p for p in pids if pid_alive(p)]
         if pids:
             time.sleep(0.02)
     for pid in pids:
@@ -418,7 +404,7 @@ class Connection:
     async def _watch_exit(self) -> None:
         """Return when the server's process has exited (polled: the SDK owns the process)."""
         assert self.pid is not None
-        while _alive(self.pid):
+        while pid_alive(self.pid):
             await asyncio.sleep(0.1)
 
     async def stop(self) -> None:

@@ -68,6 +68,12 @@ EXIT_BUSY = 3
 LOCK_NAME = "server.lock"
 INFO_NAME = "server.json"
 STATUS_PATH = "/wisp/status"
+#: The server's prompt-state cache in RAM (bytes): llama-cpp-python's LlamaRAMCache keeps the
+#: evaluated state of recent prompts and restores the longest matching one, so a side call (the
+#: running summary, refinement) no longer evicts the conversation's prompt: its next turn evaluates
+#: only its new tokens (issue "Real models, real work": "keep the llama.cpp prompt cache warm";
+#: measured on SmolLM2 under load: a 1,500-token prompt again after another request 41.6 s → 3.0 s).
+PROMPT_CACHE_BYTES = 512 << 20
 
 _OVERFLOW_RE = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 
@@ -308,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
 
     instrument()
     model_kwargs: dict[str, Any] = dict(model=args.model, model_alias=args.alias, n_ctx=args.n_ctx,
-                                        chat_format=args.chat_format, verbose=True)
+                                        chat_format=args.chat_format, verbose=True, cache=True, cache_type="ram",
+                                        cache_size=PROMPT_CACHE_BYTES)
     if args.n_threads:
         model_kwargs.update(n_threads=args.n_threads, n_threads_batch=args.n_threads)
     app = create_app(server_settings=ServerSettings(host=HOST, port=port, interrupt_requests=False),

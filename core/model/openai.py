@@ -13,6 +13,26 @@ The reply streams as server-sent events::
 
 Tool-call argument fragments are joined by ``index``; a call is emitted whole
 when ``finish_reason`` arrives (or at the end of the stream).
+
+Servers' quirks, each read as the server meant it (issue 16, "Every
+server's quirks"; the trackers named are where each was reported):
+
+- parallel tool calls that all carry the same ``index`` and differ only by
+  ``id`` (Ollama's ``/v1``, ollama/ollama#15457): a fragment whose ``id``
+  differs from the call being built at its index starts another call;
+- whole tool calls with no ``index`` and no ``id``, one a chunk (older
+  Ollama, ollama/ollama#7881): a fragment naming a tool while the call at
+  its index already has a name and complete arguments starts another call;
+- a failure sent as an SSE ``error:`` field instead of ``data:`` (llama.cpp
+  servers before ggml-org/llama.cpp#16109), or as ``event: error`` before
+  its ``data:``: the server's message is shown;
+- an empty ``data:`` frame (llama.cpp keep-alives): skipped;
+- a last chunk that sends a call's arguments whole again after streaming
+  them (vLLM's end-of-stream flush, vllm-project/vllm#42167, #51697): the
+  complete object is taken, not the two joined;
+- a ``tool_calls`` entry with neither a name nor arguments (LM Studio,
+  lmstudio-ai/lmstudio-bug-tracker#830): dropped, not run as a nameless
+  tool.
 """
 
 from __future__ import annotations
@@ -109,12 +129,55 @@ def to_openai_messages(messages: list[Message], *, results_as_user: bool = False
 
 
 class _PendingCall:
-    __slots__ = ("id", "name", "arguments")
+    __slots__ = ("id", "name", "parts")
 
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
-        self.arguments = ""
+        self.parts: list[str] = []
+
+    @property
+    def complete(self) -> bool:
+        """The arguments so far are a whole JSON object."""
+        return _is_object(join_arguments(self.parts))
+
+    def starts_another(self, frag_id: str, name: str | None) -> bool:
+        """Whether a fragment at this call's index is another call (the
+        quirks in the module doc): another ``id``, or, with no ``id``, a
+        tool name once this call is whole."""
+        if frag_id and self.id and frag_id != self.id:
+            return True
+        return not frag_id and bool(name) and bool(self.name) and self.complete
+
+
+def _is_object(text: str) -> bool:
+    try:
+        return isinstance(loads(text), dict)
+    except ValueError:
+        return False
+
+
+def join_arguments(parts: list[str]) -> str:
+    """A tool call's argument fragments joined into its arguments' text.
+
+    Normally the fragments concatenated. When that is not a JSON object but
+    the last fragment alone is, the server sent the arguments whole again at
+    the end (vLLM's end-of-stream flush): the last fragment is taken. When
+    it is one object twice in a row, the first is taken. Otherwise the
+    concatenation, which the caller reports as arguments that are not JSON."""
+    joined = "".join(parts)
+    if not parts or not joined.strip() or _is_object(joined):
+        return joined
+    if len(parts) > 1 and _is_object(parts[-1]):
+        return parts[-1]
+    try:
+        first, end = json.JSONDecoder().raw_decode(joined.strip())
+    except ValueError:
+        return joined
+    rest = joined.strip()[end:].strip()
+    if isinstance(first, dict) and rest and _is_object(rest) and loads(rest) == first:
+        return joined.strip()[:end]
+    return joined
 
 
 class OpenAIEndpoint(HttpEndpoint):
@@ -346,6 +409,18 @@ class OpenAIEndpoint(HttpEndpoint):
             if resp is not None:
                 await resp.aclose()
 
+    def _sse_error(self, text: str) -> EndpointError:
+        """The error a server sent as an SSE ``error:`` field (or after
+        ``event: error``): its JSON object's message, else the text (an
+        overflow reads as one, as in :meth:`_stream_error`)."""
+        try:
+            obj = loads(text) if text else None
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            return self._stream_error(obj if "error" in obj or "message" in obj else {"error": obj})
+        return self._stream_error({"error": text or "no message"})
+
     def _stream_error(self, obj: Any) -> EndpointError:
         message, code = error_from_object(obj)
         if (code or "") in ("context_length_exceeded", "exceed_context_size_error") or _OVERFLOW_RE.search(message):
@@ -358,24 +433,29 @@ class OpenAIEndpoint(HttpEndpoint):
 
     async def _read(self, resp: httpx.Response, path: str, clock: ReplyClock) -> AsyncIterator[StreamEvent]:
         splitter = ThinkSplitter()
-        calls: dict[int, _PendingCall] = {}
+        calls: list[_PendingCall] = []  # in the order they began
+        at_index: dict[int, _PendingCall] = {}  # the call being built at each index
         finish: str | None = None
+        event_type = ""  # the last SSE ``event:`` field: ``error`` makes the next data an error
         usage: Usage | None = None  # the last one seen (some servers send one per chunk)
         saw_tool_call = False
 
         def complete_calls() -> list[ToolCallRequest]:
             nonlocal saw_tool_call
-            saw_tool_call = saw_tool_call or bool(calls)
             done = []
-            for index in sorted(calls):
-                pending = calls[index]
-                arguments, raw = decode_arguments(pending.arguments)
+            for pending in calls:
+                text = join_arguments(pending.parts)
+                if not pending.name and not text.strip():  # an empty entry (LM Studio): no call at all
+                    continue
+                arguments, raw = decode_arguments(text)
                 done.append(
                     ToolCallRequest(
                         id=pending.id or new_call_id(), name=pending.name, arguments=arguments, raw_arguments=raw
                     )
                 )
+            saw_tool_call = saw_tool_call or bool(done)
             calls.clear()
+            at_index.clear()
             return done
 
         def finish_events() -> list[StreamEvent]:
@@ -399,8 +479,14 @@ class OpenAIEndpoint(HttpEndpoint):
                 continue
             if not line:
                 idle = True
+                event_type = ""  # a blank line ends the SSE event
                 continue
             idle = False
+            if line.startswith("error:"):  # older llama.cpp: the failure as its own SSE field
+                raise self._sse_error(line[len("error:"):].strip())
+            if line.startswith("event:"):
+                event_type = line[len("event:"):].strip().lower()
+                continue
             if line.startswith(_SSE_FIELDS):
                 continue
             if not line.startswith("data:"):
@@ -409,6 +495,10 @@ class OpenAIEndpoint(HttpEndpoint):
                     f"({short(line, 60)!r}). The reply so far is kept; try again."
                 )
             data = line[len("data:") :].strip()
+            if event_type == "error":
+                raise self._sse_error(data)
+            if not data:  # an empty data frame carries nothing
+                continue
             if data == "[DONE]":
                 for event in finish_events():
                     yield event
@@ -437,19 +527,28 @@ class OpenAIEndpoint(HttpEndpoint):
                     for event in splitter.feed(content):
                         yield event
                 for position, frag in enumerate(delta.get("tool_calls") or []):
+                    if not isinstance(frag, dict):
+                        continue
                     index = clamp_count(frag.get("index", position))
-                    pending = calls.setdefault(position if index is None else index, _PendingCall())
-                    if frag.get("id"):
-                        pending.id = str(frag["id"])
+                    key = position if index is None else index
                     fn = frag.get("function") or {}
-                    name = fn.get("name")
+                    if not isinstance(fn, dict):
+                        fn = {}
+                    name = fn.get("name") if isinstance(fn.get("name"), str) else None
+                    frag_id = str(frag.get("id") or "")
+                    pending = at_index.get(key)
+                    if pending is None or pending.starts_another(frag_id, name):
+                        pending = at_index[key] = _PendingCall()
+                        calls.append(pending)
+                    if frag_id:
+                        pending.id = frag_id
                     if name and name != pending.name:
-                        pending.name += str(name)
+                        pending.name += name
                     args = fn.get("arguments")
                     if isinstance(args, str):
-                        pending.arguments += args
+                        pending.parts.append(args)
                     elif isinstance(args, dict):
-                        pending.arguments = json.dumps(args)
+                        pending.parts = [json.dumps(args)]
                 if choice.get("finish_reason"):
                     finish = str(choice["finish_reason"])
                     for event in splitter.flush():

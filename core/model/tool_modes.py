@@ -167,11 +167,19 @@ class ToolModeEndpoint:
             return None
         return self._layer(await self.mode(), schemas)
 
+    def layer_now(self, schemas: list[ToolSchema] | None) -> ToolLayer | None:
+        """The tool layer the next request offering ``schemas`` carries, without
+        asking the server: the known mode (:attr:`known_mode`), or ``native``
+        while an OpenAI-compatible server has not been probed yet (the first
+        request probes it). ``None`` for no tools. For ``/inspect context`` and
+        the fitting of each request (issue "Real models, real work": "shows the
+        tool layer as it was actually sent")."""
+        if not schemas:
+            return None
+        return self._layer(self.known_mode or "native", schemas)
+
     def _layer(self, mode: str, schemas: list[ToolSchema]) -> ToolLayer:
-        if mode == "prompted":
-            grammar = tool_grammar(schemas, allow_text=False) if getattr(self.inner, "accepts_grammar", False) else None
-            return ToolLayer("prompted", render_tools(schemas), example_messages(schemas), grammar)
-        return ToolLayer("native", json.dumps(schemas, ensure_ascii=False))
+        return make_layer(mode, schemas, accepts_grammar=bool(getattr(self.inner, "accepts_grammar", False)))
 
     # -- streaming ----------------------------------------------------------------
 
@@ -262,6 +270,16 @@ class ToolModeEndpoint:
         return out
 
 
+def make_layer(mode: str, schemas: list[ToolSchema], *, accepts_grammar: bool = False) -> ToolLayer:
+    """The :class:`ToolLayer` of ``schemas`` in ``mode`` (``native`` or
+    ``prompted``); ``accepts_grammar`` adds the call-only grammar a malformed
+    prompted block is rewritten under."""
+    if mode == "prompted":
+        grammar = tool_grammar(schemas, allow_text=False) if accepts_grammar else None
+        return ToolLayer("prompted", render_tools(schemas), example_messages(schemas), grammar)
+    return ToolLayer("native", json.dumps(schemas, ensure_ascii=False))
+
+
 def apply_tool_mode(endpoint: Any, setting: str | None) -> ToolModeEndpoint:
     """``endpoint`` wrapped so that tools reach the model the way ``setting`` says
     (an endpoint already wrapped gets the new setting)."""
@@ -271,4 +289,4 @@ def apply_tool_mode(endpoint: Any, setting: str | None) -> ToolModeEndpoint:
     return ToolModeEndpoint(endpoint, setting)
 
 
-__all__ = ["MODES", "ToolLayer", "ToolModeEndpoint", "apply_tool_mode"]
+__all__ = ["MODES", "ToolLayer", "ToolModeEndpoint", "apply_tool_mode", "make_layer"]

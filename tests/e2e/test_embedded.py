@@ -188,16 +188,20 @@ async def test_the_shared_server_counts_exactly_and_reports_its_prompt_cache(sha
             assert await endpoint.count_tokens(sample["text"]) == sample["smollm2_tokens"]
         history = [{"role": "system", "content": "You are terse. " * 40},
                    {"role": "user", "content": "Name a colour."}]
+        # between the two turns, a side call of another prompt (as the running summary makes)
+        side = [{"role": "system", "content": "Summarise the conversation. " * 30},
+                {"role": "user", "content": "Nothing happened."}]
         usages = []
-        for extra in ([], [{"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another."}]):
-            events = [e async for e in endpoint.stream_chat(history + extra, None,
-                                                            ChatOptions(max_tokens=8, temperature=0.0))]
+        for messages in (history, side, history + [{"role": "assistant", "content": "Blue."},
+                                                   {"role": "user", "content": "Another."}]):
+            events = [e async for e in endpoint.stream_chat(messages, None, ChatOptions(max_tokens=8, temperature=0.0))]
             usages.append(next(e for e in events if isinstance(e, Usage)))
     finally:
         await endpoint.aclose()
-    first, second = usages
+    first, _, second = usages
     assert first.prompt_tokens and first.prompt_tokens > 200 and first.completion_tokens
-    # the follow-up reprocesses only its new tokens: the rest comes from the server's cache
+    # the follow-up reprocesses only its new tokens: the rest comes from the server's prompt-state
+    # cache, although another prompt was evaluated in between (llama_host.PROMPT_CACHE_BYTES)
     assert second.cached_tokens >= first.prompt_tokens - 2
     assert second.evaluated_tokens < 40
 

@@ -81,6 +81,7 @@ def fixed_place(monkeypatch: pytest.MonkeyPatch) -> Iterator[FixedPlace]:
             monkeypatch.setenv("HOME", str(SNAPSHOT_ROOT / "user"))
             monkeypatch.setenv("XDG_DATA_HOME", str(SNAPSHOT_ROOT / "user" / "data"))
             monkeypatch.delenv("WISP_WORKSPACE", raising=False)
+            monkeypatch.delenv("COLORFGBG", raising=False)  # ui.theme auto: the same theme on every terminal
             _freeze_clocks(monkeypatch)
             place = FixedPlace(home, workdir, SNAPSHOT_PORT, f"http://127.0.0.1:{SNAPSHOT_PORT}")
             place.configure()

@@ -158,3 +158,53 @@ def test_turn_events_rebuild_a_stored_turn() -> None:
     assert turn_events(view(5, "open", [E(1, "prompt", "still going")])) == [ev.TurnStarted(7, 5, 1, "still going")]
     failed = turn_events(view(6, "error", [E(1, "prompt", "x")]))
     assert failed[-2:] == [ev.Error("agent", "this turn ended with an error"), ev.TurnEnded(6, "error")]
+
+
+async def test_control_sequences_in_a_prompt_or_a_reply_are_shown_and_never_reach_the_terminal(
+        ollama_home, tmp_path: Path) -> None:
+    """Issue 11, raw terminal escapes: a stored prompt that sets the window title, or a reply that
+    clears the screen, shows as visible text in the TUI, live and when the conversation is resumed."""
+    home, srv = ollama_home
+    srv.push(reply(text("Sure: \x1b[2J\x1b]52;c;cGF3bmVk\x07 done")))
+    prompt = "Repeat exactly: \x1b]0;PWNED\x07 \x1b[31mRED\x1b[0m"
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        app.prompt_input.load_text(prompt)
+        await pilot.press("enter")
+        await until(pilot, lambda: app.chat.last_reply is not None and "done" in app.chat.last_reply.text,
+                    "the reply")
+        await until(pilot, lambda: not app.turn_worker.is_running, "the turn's end")
+        await pilot.pause()
+        live = app.export_screenshot()
+        conversation = app.session.conversation_id
+    again = WispApp(SessionOptions(workdir=tmp_path, resume=conversation))
+    async with again.run_test(size=SIZE) as pilot:
+        await started(pilot, again)
+        await pilot.pause()
+        stored = again.export_screenshot()
+    for screen in (live, stored):
+        assert "\x1b" not in screen and "\x07" not in screen
+        assert "\\x1b]0;PWNED\\x07" in screen and "\\x1b[31mRED" in screen  # the prompt, visible
+        assert "\\x1b[2J\\x1b]52;c;cGF3bmVk\\x07" in screen  # the reply, visible
+
+
+async def test_a_wait_notice_goes_when_the_reply_comes(ollama_home, tmp_path: Path) -> None:
+    """Found by a new user: "Waiting for the reply: 15 s of at most 900 s …" stayed in the chat after
+    every reply. A transient notice is one changing line while the wait lasts, and goes after it."""
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        chat = app.chat
+        await chat.show_event(ev.TurnStarted(conversation=1, turn=1, entry=1, prompt="hi"))
+        for waited in (15, 30):
+            await chat.show_event(ev.Notice(f"Waiting for the reply: {waited} s", key="reply-wait", transient=True))
+        await chat.show_event(ev.Notice("a lasting notice", level="warning"))
+        await pilot.pause()
+        waits = [n for n in chat.query(Notice) if n.key == "reply-wait"]
+        assert len(waits) == 1 and "30 s" in str(waits[0].render())  # one line, changing
+        await chat.show_event(ev.TextDelta("Hello"))
+        await chat.show_event(ev.TurnEnded(turn=1, state="done"))
+        await pilot.pause()
+        assert not [n for n in chat.query(Notice) if n.key == "reply-wait"]
+        assert [n for n in chat.query(Notice) if "a lasting notice" in str(n.render())]

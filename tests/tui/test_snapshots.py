@@ -180,3 +180,50 @@ def test_no_endpoint(snap_compare, fixed_place: FixedPlace) -> None:
         await send(pilot, app, "anyone there?")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
+
+
+def test_model_picker(snap_compare, fixed_place: FixedPlace) -> None:
+    """``/model``: the endpoint's models in a picker, the one in use marked (issue 16)."""
+    with FakeOllama(port=fixed_place.port, models=["wisp-fake:latest", "qwen3:8b", "llama3.2:latest",
+                                                   "gemma3:4b"]):
+        app = WispApp(SessionOptions(workdir=fixed_place.workdir))
+
+        async def steps(pilot: Any) -> None:
+            await command(pilot, app, "/model")
+            await screen_named(pilot, app, "ModelPickerScreen")
+            app.screen.query_one("Input").cursor_blink = False
+
+        assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
+
+
+def test_retried_reply(snap_compare, fixed_place: FixedPlace) -> None:
+    """``/retry``: the new reply shown, the bar under it says version 2 of 2 and how to see the first (issue 16)."""
+    with FakeOllama(port=fixed_place.port) as srv:
+        srv.push(reply(text("The capital of France is **Lyon**.")),
+                 reply(text("The capital of France is **Paris**.")))
+        app = WispApp(SessionOptions(workdir=fixed_place.workdir))
+
+        async def steps(pilot: Any) -> None:
+            await send(pilot, app, "what is the capital of France?")
+            app.prompt_input.load_text("/retry")
+            await pilot.press("enter")
+            await until(pilot, lambda: len(app.query("VersionBar")) == 1, "the version bar")
+            await app.turn_worker.wait()
+            await pilot.pause()
+
+        assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
+
+
+def test_light_theme(snap_compare, fixed_place: FixedPlace) -> None:
+    """``ui.theme light``: wisp's light theme, code highlighted to match (issue 16, "Themes")."""
+    fixed_place.configure({"ui.theme": "light"})
+    with FakeOllama(port=fixed_place.port) as srv:
+        srv.push(reply(thinking("A one-liner will do."),
+                       text("Use `sum`:\n\n```python\ndef total(xs):\n    return sum(xs)\n```\n\nThat is all.")))
+        app = WispApp(SessionOptions(workdir=fixed_place.workdir))
+
+        async def steps(pilot: Any) -> None:
+            await command(pilot, app, "/fact decision style = short answers")
+            await send(pilot, app, "how do I add up a list?")
+
+        assert snap_compare(app, terminal_size=WIDE, run_before=prepared(app, steps))

@@ -29,14 +29,14 @@ FORBIDDEN = [
 #: core's parts from the bottom up; a part may import only parts on its own level or below.
 LAYERS = [
     {"tokens", "sidecall", "events", "paths", "transactions", "migrations", "command_base", "tool_names", "timezones",
-     "text", "mcp_config"},
+     "text", "mcp_config", "processes"},
     {"audit", "store", "streamed", "outputs"},
     {"config"},
     {"model", "context", "episodes"},
     {"memory"},
     {"tools", "agents_md"},
-    {"toolset", "agent", "transcript", "mcp"},
-    {"database", "commands"},
+    {"toolset", "agent", "transcript", "conversations", "mcp"},
+    {"database", "commands", "chat_commands"},
     {"session"},
     {"eval"},
     {"cli"},

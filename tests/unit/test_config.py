@@ -145,7 +145,7 @@ EXPECTED_DEFAULTS = {
     "memory.timezone": None,
     "memory.workspace": None,
     "memory.serve_allow_non_loopback": False,
-    "ui.theme": "wisp",
+    "ui.theme": "auto",
 }
 
 
@@ -554,7 +554,7 @@ def _values(spec):
         return st.booleans()
     if spec.type == "int":
         return st.integers(min_value=int(spec.minimum or 0) + (1 if spec.exclusive_min else 0),
-                           max_value=10**12)
+                           max_value=int(spec.maximum) if spec.maximum is not None else 10**12)
     if spec.type == "float":
         lo = float(spec.minimum or 0)
         return st.floats(min_value=lo, max_value=1e9, allow_nan=False, allow_infinity=False,
@@ -580,6 +580,9 @@ def _values(spec):
         return _ENV
     if spec.key == "model.gguf":  # an existing file, when typed
         return st.just(__file__)
+    if spec.key == "ui.theme":  # a name wisp or Textual knows, when typed (issue 16, "Themes")
+        from wisp.core.config import theme_names
+        return st.sampled_from(theme_names())
     if spec.key == "memory.timezone":  # checked against the tz database (issue "Episodic memory")
         return st.sampled_from(["Europe/London", "America/New_York", "Asia/Tokyo", "UTC"])
     return _TEXT
@@ -610,3 +613,24 @@ def test_set_then_load_round_trips(pairs, as_text):
             assert loaded.get(key) == value
             assert type(loaded.get(key)) is type(value)
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_context_window_out_of_any_models_range_is_refused(tmp_path, monkeypatch) -> None:
+    """Found by a new user: 10 and 99999999 were taken (one started a 256-token server, the other
+    planned requests for room no server has)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from wisp.core.config import MAX_CONTEXT_WINDOW, MIN_CONTEXT_WINDOW
+
+    wisp = str(Path(sys.executable).parent / "wisp")
+    env = {**__import__("os").environ, "WISP_HOME": str(tmp_path)}
+    for bad in ("10", "99999999", str(MIN_CONTEXT_WINDOW - 1), str(MAX_CONTEXT_WINDOW + 1)):
+        r = subprocess.run([wisp, "config", "set", "model.context_window", bad], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 2 and f"at least {MIN_CONTEXT_WINDOW} and at most {MAX_CONTEXT_WINDOW}" in r.stderr
+    for good in (str(MIN_CONTEXT_WINDOW), "8192", str(MAX_CONTEXT_WINDOW)):
+        r = subprocess.run([wisp, "config", "set", "model.context_window", good], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 0, r.stderr

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from wisp.core.context.composer import (CONTEXT_RULE, LAYERS, MEMORY_RULE, ComposeInputs, FactView, build)
+from wisp.core.context.composer import (CONTEXT_RULE, LAYERS, LOW_WATER, MEMORY_RULE, ComposeInputs, FactView, build)
 from wisp.core.context.facts import Fact
 from wisp.core.context.summary import SummaryVersion
 from wisp.core.tokens import estimate_messages
@@ -159,6 +159,11 @@ def test_over_budget_names_the_oldest_turns_that_must_leave() -> None:
     assert ctx.must_leave and ctx.must_leave == list(range(1, len(ctx.must_leave) + 1))  # oldest first
     freed = sum(s.tokens for s in ctx.turns if s.number in ctx.must_leave)
     assert ctx.total - freed <= ctx.budget
+    # enough leave for the request to use at most LOW_WATER of its budget, and no more than that needs:
+    # the next turns fit without another summary, and the server's prompt cache keeps the request's start
+    assert ctx.total - freed <= ctx.budget * LOW_WATER
+    last = next(s.tokens for s in ctx.turns if s.number == ctx.must_leave[-1])
+    assert ctx.total - freed + last > ctx.budget * LOW_WATER
     # nothing leaves by itself: every turn is still in the request until a summary covers it
     assert sum(1 for m in ctx.messages if m["role"] == "user") == 7
 
@@ -250,3 +255,18 @@ def test_many_small_outputs_that_cannot_fit_stand_as_references_oldest_first() -
     assert refs and refs[0].number == 3 and 'memory "recall entry 3"' in refs[0].content
     assert fitted[-1].content.startswith("output 59")  # the newest stays readable
     assert {c.number for c in cut} >= {r.number for r in refs}
+
+
+def test_when_turns_must_leave_enough_leave_for_the_next_turns_to_fit_too() -> None:
+    """Not just enough to fit this request: then every later turn would need a new summary (a side
+    call a turn) and would change the request's start, so the server's prompt cache would never help."""
+    nums = Numbers()
+    ended = [(n, [nums.entry("prompt", f"question {n} " + "word " * 40), nums.entry("reply", "ok")])
+             for n in range(1, 31)]
+    ctx = build(inputs(ended=ended, window=1600, reserve=200, current=(31, [nums.entry("prompt", "now")]), turn=31))
+    assert ctx.over_budget
+    freed = sum(s.tokens for s in ctx.turns if s.number in ctx.must_leave)
+    just_enough = next(i for i in range(1, len(ctx.turns) + 1)
+                       if ctx.total - sum(s.tokens for s in ctx.turns[:i]) <= ctx.budget)
+    assert len(ctx.must_leave) > just_enough + 3
+    assert ctx.budget * (LOW_WATER - 0.1) < ctx.total - freed <= ctx.budget * LOW_WATER

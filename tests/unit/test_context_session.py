@@ -5,6 +5,8 @@ audit log."""
 
 from __future__ import annotations
 
+import asyncio
+
 from pathlib import Path
 from typing import Any
 
@@ -356,3 +358,27 @@ async def test_project_instructions_get_their_layer(wisp_home: Path, srv, tmp_pa
         assert system.index("Always answer in French.") < system.index("Facts (")
         ctx = await s.context.compose(s.conversation_id)
         assert ctx.layer("instructions").tokens > 0 and "AGENTS.md" in ctx.layer("instructions").text
+
+
+async def test_while_the_running_summary_is_written_the_turn_says_so(wisp_home: Path, srv, tmp_path: Path) -> None:
+    """Found by a new user: minutes of 'streaming' with no sign while the model wrote the summary.
+    The notice comes before the side call ends (the side call here waits until it has been seen)."""
+    seen = asyncio.Event()
+
+    class Waiting(SummarisingSideCall):
+        async def complete(self, messages, **kw):  # type: ignore[override]
+            await asyncio.wait_for(seen.wait(), 30)  # answers only once the notice reached the caller
+            return await super().complete(messages, **kw)
+
+    make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
+    async with await open_session(tmp_path, tools=[], side_call=Waiting()) as s:
+        writing: list[ev.Notice] = []
+        for n in range(1, 13):
+            srv.push(reply(text(f"answer {n}: " + "words of a long reply " * 30)))
+            async for e in s.run_turn(f"question {n} about src/mod{n}.py " + "padding " * 20):
+                if isinstance(e, ev.Notice) and e.key == "summary-writing":
+                    writing.append(e)
+                    seen.set()
+            if writing:
+                break
+    assert writing and writing[0].transient and "running summary of turns" in writing[0].text

@@ -8,6 +8,7 @@ in test_nothing_is_lost_trials.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -26,6 +27,8 @@ from wisp.core.streamed import STREAMING, StreamedEntry
 from wisp.core.transcript import load_page, turn_events
 from tests.support.fakes import reply, tool_call, trickled
 from tests.support.home import write_config
+
+WISP = str(Path(sys.executable).parent / "wisp")
 
 
 async def poll(condition, limit_s: float = 10.0, what: str = "the condition"):
@@ -254,3 +257,36 @@ async def test_begin_turn_claims_the_conversation(store: Store) -> None:
             extra = await store.begin_turn(conv.id)
             await store.end_turn(extra.id, "done")
         assert not store.db.in_transaction
+
+
+def test_wisp_ask_continue_says_at_once_that_another_wisp_runs_the_conversation(wisp_home: Path,
+                                                                                tmp_path: Path) -> None:
+    """Found by a new user: the second wisp first waited for an endpoint the first kept busy, and said
+    nothing. It must say so before it makes any request (README: "the second is told the conversation
+    is busy")."""
+    from tests.support.fakes import FakeOllama, fault, text
+
+    with FakeOllama() as srv:
+        write_config(wisp_home, {"model.provider": "ollama", "model.endpoint": srv.base_url,
+                                 "model.name": "wisp-fake:latest", "model.timeout_s": 5,
+                                 "model.reply_timeout_s": 60})
+        srv.push(fault.stall(text("Once upon a time")))
+        env = os.environ.copy()
+        first = subprocess.Popen([WISP, "ask", "a story"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not srv.chat_bodies and time.monotonic() < deadline:  # poll: the first turn is streaming
+                time.sleep(0.02)
+            assert srv.chat_bodies, "the first wisp never asked"
+            before = len(srv.requests)
+            second = subprocess.run([WISP, "ask", "--continue", "hi", "--json"], cwd=tmp_path, env=env,
+                                    capture_output=True, text=True, timeout=30)
+            after = len(srv.requests)
+        finally:
+            first.kill()
+            first.communicate()
+    assert second.returncode == 3
+    assert "has a turn running in another wisp" in second.stderr
+    assert json.loads(second.stdout.splitlines()[-1])["kind"] == "busy"
+    assert after == before  # not one request: no model list, no probe, no chat

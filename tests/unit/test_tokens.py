@@ -52,3 +52,15 @@ def test_chars_per_token_is_the_texts_own() -> None:
 def test_text_kind() -> None:
     kinds = {s["kind"]: text_kind(s["text"]) for s in SAMPLES}
     assert kinds == {"code": "code", "numbered code": "code", "log": "log", "prose": "prose"}
+
+
+def test_a_window_the_server_cannot_take_is_cut_to_its_n_ctx() -> None:
+    """Found by a new user: config said 99,999,999 and wisp planned requests for it while the
+    embedded server had 8,192, so a long prompt was sent whole and refused."""
+    from wisp.core.tokens import window_from
+
+    assert window_from(99_999_999, 8192, cap=8192) == (
+        8192, "the server's n_ctx (config model.context_window asks 99,999,999)")
+    assert window_from(4096, 8192, cap=8192) == (4096, "config model.context_window")
+    assert window_from(None, 8192, cap=8192) == (8192, "the endpoint")
+    assert window_from(99_999_999, 8192) == (99_999_999, "config model.context_window")  # no cap: config rules

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from wisp.themes import SYNTAX_THEME
+from wisp.themes import syntax_theme
 
 from .modal import WispModal
 
@@ -63,6 +63,11 @@ class InspectContextScreen(WispModal[None]):
         yield Static("Esc close · j raw JSON / messages · PageUp/PageDown scroll · not sent to the model",
                      classes="view-foot")
 
+    @property
+    def _code_style(self) -> str:
+        """The pygments style for the app's theme, dark or light (issue 16, "Themes")."""
+        return syntax_theme(self.app.current_theme.dark)
+
     def _message_widgets(self) -> list[Static]:
         widgets: list[Static] = []
         for i, m in enumerate(self.report.messages, start=1):
@@ -74,14 +79,14 @@ class InspectContextScreen(WispModal[None]):
             widgets.append(Static(Text(head), classes="message-head"))
             content = str(m.get("content") or "")
             if content:
-                widgets.append(Static(Syntax(content, "markdown", theme=SYNTAX_THEME, word_wrap=True)))
+                widgets.append(Static(Syntax(content, "markdown", theme=self._code_style, word_wrap=True)))
             if m.get("tool_calls"):
                 widgets.append(Static(Syntax(json.dumps(m["tool_calls"], ensure_ascii=False, indent=2), "json",
-                                             theme=SYNTAX_THEME, word_wrap=True)))
+                                             theme=self._code_style, word_wrap=True)))
         if self.report.tools:
             widgets.append(Static(Text(f"tools ({len(self.report.tools)})"), classes="message-head"))
             widgets.append(Static(Syntax(json.dumps(self.report.tools, ensure_ascii=False, indent=2), "json",
-                                         theme=SYNTAX_THEME, word_wrap=True)))
+                                         theme=self._code_style, word_wrap=True)))
         return widgets
 
     def on_mount(self) -> None:
@@ -108,8 +113,8 @@ class InspectContextScreen(WispModal[None]):
         box = self.query_one("#request", VerticalScroll)
         await box.remove_children()
         if self.raw:
-            await box.mount(Static(Syntax(self.report.request_json(), "json", theme=SYNTAX_THEME, word_wrap=True),
-                                   id="request-json"))
+            await box.mount(Static(Syntax(self.report.request_json(), "json", theme=self._code_style,
+                                          word_wrap=True), id="request-json"))
         else:
             await box.mount_all(self._message_widgets())
         box.scroll_home(animate=False)

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from wisp.themes import SYNTAX_THEME
+from wisp.themes import syntax_theme
 
 from .modal import WispModal
 
@@ -88,7 +88,8 @@ class ShowScreen(WispModal[None]):
                 heading += f"  (lines {start + 1}–{end} of {total:,})"
             widgets.append(Static(Text(heading), classes="show-heading"))
             code = "\n".join(lines[start:end])
-            widgets.append(Static(Syntax(code, section.lexer, theme=SYNTAX_THEME, word_wrap=True),
+            style = syntax_theme(self.app.current_theme.dark)  # follows the theme (issue 16)
+            widgets.append(Static(Syntax(code, section.lexer, theme=style, word_wrap=True),
                                   classes="show-text"))
         await body.mount_all(widgets)
         body.scroll_home(animate=False)

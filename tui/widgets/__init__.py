@@ -4,7 +4,9 @@ The conversation: :class:`ChatPane` draws the agent's events as
 :class:`UserMessage`, :class:`AssistantMessage` (with :class:`ThinkingBlock`
 and :class:`ToolBlock`), :class:`Notice` and :class:`CommandOutput`. Around
 it: :class:`PromptInput`, :class:`StatusBar`, and :class:`ContextSidebar`
-with its :class:`FactsPanel`, :class:`TaskPanel` and :class:`SummaryPanel`.
+with its :class:`FactsPanel`, :class:`TaskPanel` and :class:`SummaryPanel`;
+:class:`Welcome` in an empty chat and :class:`VersionBar` under a reply
+that has versions (issue 16).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from .task_panel import TaskPanel
 from .thinking_block import ThinkingBlock
 from .tool_block import ToolBlock
 from .user_message import UserMessage
+from .version_bar import VersionBar
+from .welcome import Welcome
 
 __all__ = [
     "AssistantMessage",
@@ -40,5 +44,7 @@ __all__ = [
     "ToolBlock",
     "TurnRenderer",
     "UserMessage",
+    "VersionBar",
+    "Welcome",
     "source_mark",
 ]

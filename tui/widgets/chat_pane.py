@@ -19,6 +19,7 @@ would put it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Awaitable, Callable, Iterable
 
 from textual.app import ComposeResult
@@ -28,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Button
 
 from wisp.core import events as ev
+from wisp.core.text import terminal_safe
 from wisp.core.transcript import turn_events
 
 from ..guard import Guarded
@@ -50,6 +52,27 @@ MARKERS = {
 TOOL_STOPPED = "\n■ stopped"
 
 
+#: The fields of an event that hold text from outside (the person, the model, a tool, a server).
+_TEXT_FIELDS = ("prompt", "text", "content", "message")
+
+
+def visible(event: ev.AgentEvent) -> ev.AgentEvent:
+    """``event`` with each text field passed through
+    :func:`wisp.core.text.terminal_safe`: a control sequence in a prompt, a
+    reply, a tool's output or an error (set the window title, clear the
+    screen, write the clipboard) is shown as visible text and never reaches
+    the terminal (issue "Nothing runs, leaks, hangs or is lost that
+    shouldn't be": raw terminal escapes). The same event when nothing needs it."""
+    changes = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            safe = terminal_safe(value)
+            if safe != value:
+                changes[name] = safe
+    return dataclasses.replace(event, **changes) if changes else event
+
+
 class TurnRenderer:
     """Draws the events of turns, one after another, as widgets.
 
@@ -61,15 +84,34 @@ class TurnRenderer:
     """
 
     def __init__(self, place: Callable[[Widget], Awaitable[None]], last: Callable[[], Widget | None]) -> None:
-        self._place = place
+        self._place_widget = place
         self._last = last
         self.reply: AssistantMessage | None = None
         self.blocks: dict[str, ToolBlock] = {}
+        #: The number of the turn being drawn; its widgets get the class ``turn-N``,
+        #: so a view finds them (issue 16: a reply's versions, /search's jump).
+        self.turn: int | None = None
+        #: Notices of a state that ends with the next text, call or ending (a wait).
+        self.transient: list[Notice] = []
+
+    async def _place(self, widget: Widget) -> None:
+        if self.turn is not None:
+            widget.add_class(f"turn-{self.turn}")
+        await self._place_widget(widget)
 
     async def show(self, event: ev.AgentEvent) -> None:
-        """Draw one event of a turn (live or stored alike)."""
+        """Draw one event of a turn (live or stored alike), its text made
+        terminal-safe first (:func:`visible`)."""
+        event = visible(event)
+        if self.transient and not isinstance(event, (ev.Notice, ev.Usage, ev.FactChanged, ev.SummaryChanged,
+                                                       ev.SideCallCost)):
+            waits, self.transient = self.transient, []
+            for notice in waits:  # the wait is over: its line goes
+                if notice.is_attached:
+                    await notice.remove()
         if isinstance(event, ev.TurnStarted):
             self._new_turn()
+            self.turn = event.turn
             await self._place(UserMessage(event.prompt, entry=event.entry))
         elif isinstance(event, ev.ThinkingDelta):
             await (await self._reply()).add_thinking(event.text)
@@ -97,7 +139,10 @@ class TurnRenderer:
             if event.key is not None and isinstance(last, Notice) and last.key == event.key:
                 last.set_text(event.text)  # one line for one changing state
             else:
-                await self._place(Notice(event.text, event.level, key=event.key))
+                notice = Notice(event.text, event.level, key=event.key)
+                await self._place(notice)
+                if event.transient:
+                    self.transient.append(notice)
         elif isinstance(event, ev.Error):
             if self.reply is not None:
                 await self.mark("incomplete")
@@ -217,6 +262,13 @@ class ChatPane(Guarded, VerticalScroll):
             await column.mount_all(widgets, before=index if index < len(column.children) else None)
         else:
             await column.mount_all(widgets)
+
+    async def reset(self) -> None:
+        """Empty the pane (``/clear``, another conversation: issue 16): no
+        widget, no "Show earlier turns" button, a fresh live renderer."""
+        await self.log_column.remove_children()
+        self.earlier_button = None
+        self.live = TurnRenderer(self.add, self._last_shown)
 
     @property
     def last_reply(self) -> AssistantMessage | None:

@@ -27,13 +27,16 @@ __all__ = ["ContextSidebar", "PANELS", "NARROW_WIDTH"]
 #: Panel names, the key that toggles each, and its widget id.
 PANELS = {"facts": ("f2", "facts-panel"), "task": ("f3", "task-panel"), "summary": ("f4", "summary-panel")}
 
-#: Below this terminal width (columns) the panels start hidden.
-NARROW_WIDTH = 90
+#: Below this terminal width (columns) the panels fold away and F2–F4 open
+#: them over the chat (issue 16, "Narrow terminals").
+NARROW_WIDTH = 100
 
 
 class ContextSidebar(Guarded, Vertical):
     """The three panels in a column beside the chat. Hidden when all three
-    are, and at first in a terminal narrower than :data:`NARROW_WIDTH`."""
+    are. In a terminal narrower than :data:`NARROW_WIDTH` they fold away
+    and, opened with F2–F4, lie over the chat (class ``-overlay``) instead
+    of taking its width."""
 
     DEFAULT_CSS = """
     ContextSidebar {
@@ -42,6 +45,12 @@ class ContextSidebar(Guarded, Vertical):
     }
     ContextSidebar > .-empty {
         height: auto;
+    }
+    ContextSidebar.-overlay {
+        layer: overlay;
+        dock: right;
+        background: $surface;
+        border-left: tall $accent 50%;
     }
     """
 
@@ -52,8 +61,20 @@ class ContextSidebar(Guarded, Vertical):
         self.summary_panel = SummaryPanel(id=PANELS["summary"][1])
 
     def on_mount(self) -> None:
-        if self.app.size.width < NARROW_WIDTH:  # the chat needs the room; F2–F4 bring the panels back
+        self.fit_width(self.app.size.width)
+
+    def fit_width(self, width: int) -> None:
+        """Fold the panels away when the terminal becomes narrower than
+        :data:`NARROW_WIDTH` (F2–F4 open them over the chat), and put them
+        back beside the chat when it is wide again."""
+        narrow = width < NARROW_WIDTH
+        if narrow == self.has_class("-overlay"):
+            return
+        self.set_class(narrow, "-overlay")
+        if narrow:  # the chat needs the room; F2–F4 bring the panels back, over it
             self.display = False
+        else:
+            self.display = any(p.display for p in (self.facts_panel, self.task_panel, self.summary_panel))
 
     def compose(self) -> ComposeResult:
         yield self.facts_panel

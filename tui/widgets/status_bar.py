@@ -18,6 +18,9 @@ class StatusBar(Guarded, Static):
     ``completion_tokens`` are the last request's counts as the endpoint
     reported them, ``estimated_tokens`` wisp's own estimate when it reported
     none, and ``window`` the model's context window (all tokens).
+    ``profile`` names the endpoint profile in use (issue 16, "Profiles"),
+    and ``note`` is a short confirmation shown for a few seconds
+    (:meth:`confirm`: "copied the reply of turn 3").
     ``problem`` is a short warning shown after the state (an MCP server that
     failed, issue 15), or empty.
     """
@@ -46,12 +49,27 @@ class StatusBar(Guarded, Static):
     completion_tokens: reactive[int | None] = reactive(None)
     window: reactive[int | None] = reactive(None)
     conversation: reactive[int | None] = reactive(None)
+    profile: reactive[str | None] = reactive(None)
+    note: reactive[str] = reactive("")
     #: wisp's own side calls of the last turn (the fact distiller, the assessment), in brief.
     side_calls: reactive[str] = reactive("")
     problem: reactive[str] = reactive("")
 
+    #: How long a :meth:`confirm` note stays (seconds).
+    NOTE_SECONDS = 4.0
+
+    def confirm(self, text: str) -> None:
+        """Show ``text`` in place of the help hint for :data:`NOTE_SECONDS`."""
+        self.note = text
+        timer = getattr(self, "_note_timer", None)
+        if timer is not None:
+            timer.stop()
+        self._note_timer = self.set_timer(self.NOTE_SECONDS, lambda: setattr(self, "note", ""))
+
     def render(self) -> str:
         parts = [f"● {self.state}", self.model or "no model", self.endpoint]
+        if self.profile:
+            parts.insert(1, f"profile {self.profile}")
         if self.problem:
             parts.insert(1, f"⚠ {self.problem}")
         prompt = self.prompt_tokens if self.prompt_tokens is not None else self.estimated_tokens
@@ -65,7 +83,7 @@ class StatusBar(Guarded, Static):
             parts.append(self.side_calls)
         if self.conversation is not None:
             parts.append(f"#{self.conversation}")
-        parts.append("F1 help")
+        parts.append(f"✓ {self.note}" if self.note else "F1 help")
         return " │ ".join(parts)
 
     def watch_state(self, state: str) -> None:

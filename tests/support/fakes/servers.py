@@ -129,11 +129,14 @@ def trickled(pieces: Iterable[str], every: float, **kw: Any) -> dict:
     return reply(*steps, **kw)
 
 
-def reply(*steps: dict | str, finish: str = "stop", usage: tuple[int, int] | None = (10, 5)) -> dict:
-    """A normal reply. Plain strings are text chunks. ``usage`` is (prompt, completion) tokens."""
+def reply(*steps: dict | str, finish: str = "stop", usage: tuple[int, ...] | None = (10, 5)) -> dict:
+    """A normal reply. Plain strings are text chunks. ``usage`` is (prompt, completion) tokens,
+    or (prompt, completion, cached): the prompt tokens the server says came from its cache."""
     entry: dict[str, Any] = {"steps": [text(s) if isinstance(s, str) else s for s in steps], "finish": finish}
     if usage is not None:
         entry["usage"] = {"prompt": usage[0], "completion": usage[1]}
+        if len(usage) > 2:
+            entry["usage"]["cached"] = usage[2]
     return entry
 
 
@@ -761,6 +764,8 @@ class FakeOpenAI(FakeServer):
             obj["choices"] = []
             obj["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
                             "total_tokens": prompt + completion}  # fmt: skip
+            if "cached" in usage:  # OpenAI's shape of the prompt cache's share
+                obj["usage"]["prompt_tokens_details"] = {"cached_tokens": usage["cached"]}
             self._event(h, obj)
         self._event(h, "[DONE]")
 

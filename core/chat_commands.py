@@ -1,0 +1,276 @@
+"""The slash commands of issue 16: conversations and models at hand.
+
+``/title``, ``/export``, ``/fork``, ``/search``, ``/retry``, ``/edit``,
+``/copy``, ``/model``, ``/profile``, ``/new``, ``/clear`` and ``/quit``.
+Each is listed in :data:`wisp.core.commands.COMMANDS` (so ``/help`` and F1
+list them) and returns a :class:`~wisp.core.command_base.CommandResult`;
+what only a front end can do (run a turn again, fill the input, copy to the
+clipboard, open another conversation, quit) is named by its ``action``,
+with what it needs in ``data``. No command here costs the model anything:
+``/model`` asks the endpoint for its list of models, never for a reply.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .command_base import CommandResult
+from .config import ConfigError
+from .conversations import (
+    ArchiveError,
+    code_blocks,
+    export_path,
+    fork,
+    gather,
+    last_reply,
+    retry_target,
+    to_json,
+    to_markdown,
+)
+from .model.base import EndpointError
+from .paths import atomic_write_private
+
+__all__ = [
+    "title_command", "export_command", "fork_command", "search_command", "retry_command", "edit_command",
+    "copy_command", "model_command", "profile_command", "new_command", "clear_command", "quit_command",
+    "switch_model", "TITLE_MAX",
+]
+
+#: A title is cut to this many characters.
+TITLE_MAX = 80
+
+
+def _error(text: str) -> CommandResult:
+    return CommandResult(text, error=True)
+
+
+def _number(text: str, digits: int = 18) -> int | None:
+    """``text`` as a whole number when it is 1 to ``digits`` ASCII digits
+    (``²`` and other Unicode digits are not numbers here), else ``None``."""
+    return int(text) if re.fullmatch(rf"[0-9]{{1,{digits}}}", text or "") else None
+
+
+async def title_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/title`` shows the conversation's title; ``/title TEXT`` renames it
+    (the first prompt gave it one)."""
+    cid = session.conversation_id
+    text = " ".join(rest.split())
+    if not text:
+        if cid is None:
+            return CommandResult("This conversation has no title yet: its first prompt gives it one, "
+                                 "or /title TEXT names it.")
+        conv = await session.store.get_conversation(cid)
+        return CommandResult(f"Conversation {cid} is titled: {conv.title or '(none)'}. /title TEXT renames it.",
+                             data={"conversation": cid, "title": conv.title})
+    title = text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 1].rstrip() + "…"
+    cid = await session.ensure_conversation()
+    await session.store.set_conversation_title(cid, title)
+    session.audit.write("conversation.titled", {"title": title}, conversation=cid)
+    return CommandResult(f"Conversation {cid} is now titled: {title}", data={"conversation": cid, "title": title},
+                         action="title")
+
+
+async def export_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/export [md|json] [FILE]``: write the conversation to FILE (default
+    ``wisp-conversation-ID.md`` in its working directory)."""
+    cid = session.conversation_id
+    if cid is None:
+        return _error("Nothing to export yet: send a prompt first.")
+    fmt = "md"
+    if words and words[0].lower() in ("md", "markdown", "json"):
+        fmt = "json" if words[0].lower() == "json" else "md"
+        words = words[1:]
+    if len(words) > 1:
+        return _error("Usage: /export [md|json] [FILE]")
+    path = Path(words[0]).expanduser() if words else export_path(cid, fmt, session.workdir)
+    if not path.is_absolute():
+        path = Path(session.workdir) / path
+    data = await gather(session.store, session.audit, cid)
+    text = to_json(data) if fmt == "json" else to_markdown(data)
+    try:
+        atomic_write_private(path, text.encode("utf-8"))
+    except OSError as exc:
+        return _error(f"Cannot write {path}: {exc.strerror or exc}. Name another file: /export {fmt} FILE")
+    what = "JSON" if fmt == "json" else "Markdown"
+    return CommandResult(f"Exported conversation {cid} ({len(data['turns'])} turns) as {what} to `{path}`.",
+                         data={"path": str(path), "format": fmt, "conversation": cid})
+
+
+async def fork_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/fork [TURN]``: a new conversation holding this one's turns up to
+    TURN (all of them by default), with its facts and summary as they stood
+    then; the front end opens it."""
+    cid = session.conversation_id
+    if cid is None:
+        return _error("Nothing to fork yet: send a prompt first.")
+    turn = None
+    if words:
+        turn = _number(words[0]) if len(words) == 1 else None
+        if turn is None:
+            return _error("Usage: /fork [TURN], such as /fork 3")
+    try:
+        new = await fork(session.store, session.audit, cid, turn)
+    except ArchiveError as exc:
+        return _error(f"{exc}.")
+    at = f" up to turn {turn}" if turn is not None else ""
+    return CommandResult(f"Forked conversation {cid}{at} as conversation {new}, with its facts and summary as they "
+                         f"stood then; `wisp --resume {new}` opens it again.",
+                         data={"conversation": new, "from": cid, "turn": turn}, action="open")
+
+
+async def search_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/search TEXT``: the prompts and replies of this conversation holding
+    every word of TEXT, newest first; the front end jumps to one."""
+    text = rest.strip()
+    if not text:
+        return _error("Usage: /search TEXT (every conversation: wisp conversations search TEXT)")
+    cid = session.conversation_id
+    hits = [] if cid is None else await session.store.search(text, conversation_id=cid, current_only=True,
+                                                               marks=("**", "**"))
+    if not hits:
+        return CommandResult(f"Nothing in this conversation holds {text!r}.", data={"hits": []}, action="search")
+    lines = [f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'} for {text!r}:", ""]
+    for h in hits:
+        lines.append(f"- turn {h.turn} ({'you' if h.kind == 'prompt' else 'reply'}): {h.snippet}")
+    return CommandResult("\n".join(lines), data={"hits": [h.to_dict() for h in hits], "text": text},
+                         action="search")
+
+
+async def retry_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/retry``: ask the last prompt again. The old reply stays, its turn
+    marked superseded; the front end runs the new turn."""
+    try:
+        turn, prompt = await retry_target(session.store, session.conversation_id)
+    except ArchiveError as exc:
+        return _error(f"{exc}.")
+    return CommandResult(f"Asking turn {turn} again; its reply stays as an earlier version.",
+                         data={"turn": turn, "prompt": prompt}, action="retry")
+
+
+async def edit_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/edit``: put the last prompt back in the input; sending it replaces
+    that turn (which stays, marked superseded)."""
+    try:
+        turn, prompt = await retry_target(session.store, session.conversation_id)
+    except ArchiveError as exc:
+        return _error(f"{exc}.")
+    return CommandResult(f"Turn {turn}'s prompt is back in the input: change it and send it to ask again in its "
+                         "place (the old turn stays as an earlier version). Esc with the input empty keeps it.",
+                         data={"turn": turn, "prompt": prompt}, action="edit")
+
+
+async def copy_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/copy`` copies the last reply; ``/copy code [N]`` its code block N
+    (the last one by default). The front end puts ``data["text"]`` on the
+    clipboard."""
+    found = await last_reply(session.store, session.conversation_id)
+    if found is None:
+        return _error("No reply to copy yet.")
+    turn, reply = found
+    if not words:
+        return CommandResult(f"Copied the reply of turn {turn} ({len(reply):,} characters).",
+                             data={"text": reply, "what": f"the reply of turn {turn}"}, action="copy")
+    wanted = _number(words[1], 6) if len(words) == 2 else None
+    if words[0] != "code" or len(words) > 2 or (len(words) == 2 and wanted is None):
+        return _error("Usage: /copy (the last reply) or /copy code [N] (its code block N, the last by default)")
+    blocks = code_blocks(reply)
+    if not blocks:
+        return _error(f"The reply of turn {turn} has no code block; /copy copies all of it.")
+    n = wanted if wanted is not None else len(blocks)
+    if not 1 <= n <= len(blocks):
+        return _error(f"The reply of turn {turn} has {len(blocks)} code block{'s' if len(blocks) > 1 else ''}; "
+                      f"/copy code 1 to {len(blocks)}.")
+    lang, code = blocks[n - 1]
+    what = f"code block {n} of {len(blocks)}" + (f" ({lang})" if lang else "") + f" of turn {turn}"
+    return CommandResult(f"Copied {what}: {len(code.splitlines())} lines.", data={"text": code, "what": what},
+                         action="copy")
+
+
+async def switch_model(session: Any, name: str) -> CommandResult:
+    """Switch the session's model to ``name`` from its next request (the
+    link re-reads the window); the switch is an audit event
+    (``model.switched``) and the conversation keeps the new name. Never
+    raises for a bad name: the result says which models there are."""
+    try:
+        switch = await session.link.switch_model(name)
+    except EndpointError as exc:
+        return _error(f"{exc}.")
+    cid = session.conversation_id
+    session.audit.write("model.switched", {"from": switch.before, "to": switch.after, "window": switch.window,
+                                           "reported_window": switch.reported, "endpoint": session.link.label},
+                        conversation=cid)
+    if cid is not None:
+        await session.store.set_conversation_model(cid, switch.after)
+    window = f" (window {switch.window:,} tokens)" if switch.window else ""
+    if switch.before == switch.after:
+        return CommandResult(f"The model is {switch.after} already{window}.", data={"model": switch.after},
+                             action="model")
+    return CommandResult(f"Model: {switch.before or 'none'} → {switch.after}, from the next request{window}.",
+                         data={"from": switch.before, "model": switch.after, "window": switch.window},
+                         action="model")
+
+
+async def model_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/model`` lists the endpoint's models (the TUI opens a picker);
+    ``/model NAME`` switches to one from the next request."""
+    if words:
+        return await switch_model(session, rest.strip())
+    try:
+        models = await session.link.list_models()
+    except EndpointError as exc:
+        return _error(f"{exc}.")
+    current = session.link.model
+    rows = [f"- {'●' if m == current else '○'} {m}" for m in models] or ["(none)"]
+    return CommandResult(f"Models at {session.link.label} (● in use; /model NAME switches):\n\n" + "\n".join(rows),
+                         data={"models": models, "current": current}, action="pick-model", title="models")
+
+
+async def profile_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/profile`` lists config ``profiles``; ``/profile NAME`` uses one
+    (``/profile off`` goes back to ``model.*``), reconnecting."""
+    config = session.config
+    profiles = config.profiles
+    if not words:
+        if not profiles:
+            return CommandResult('No profiles yet. Add some to config.json under "profiles", such as '
+                                 '`{"profiles": {"work": {"provider": "openai", "endpoint": "http://127.0.0.1:8000", '
+                                 f'"model": "qwen3"}}}}` (in `{config.path}`).', data={"profiles": {}})
+        rows = [f"- {'●' if name == config.profile else '○'} **{name}**: {p.describe()}"
+                for name, p in sorted(profiles.items())]
+        now = f"in use: {config.profile}" if config.profile else "none in use: model.* applies"
+        return CommandResult(f"Profiles ({now}; /profile NAME uses one, /profile off leaves it):\n\n"
+                             + "\n".join(rows), data={"profiles": {n: p.to_dict() for n, p in profiles.items()},
+                                                      "current": config.profile})
+    name = rest.strip()
+    if name.lower() in ("off", "none"):
+        config.use_profile(None)
+        session.link.choose_model(None)
+        session.audit.write("profile.used", {"profile": None}, conversation=session.conversation_id)
+        return CommandResult("No profile: model.* applies again (reconnecting).", reconnect=True, action="profile",
+                             data={"profile": None})
+    try:
+        profile = config.use_profile(name)
+    except ConfigError as exc:
+        return _error(str(exc))
+    session.link.choose_model(None)  # the profile's model, not one picked before
+    session.audit.write("profile.used", {"profile": name, **profile.to_dict()}, conversation=session.conversation_id)
+    return CommandResult(f"Profile {name}: {profile.describe()} (reconnecting).", reconnect=True, action="profile",
+                         data={"profile": name})
+
+
+async def new_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/new``: the front end starts a new conversation (this one stays stored)."""
+    return CommandResult("Starting a new conversation; this one stays stored (`wisp conversations`).",
+                         action="new")
+
+
+async def clear_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/clear``: the front end clears the screen; the record stays."""
+    return CommandResult("Cleared the screen; the conversation and its record stay.", action="clear")
+
+
+async def quit_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/quit``: the front end quits."""
+    return CommandResult("Bye.", action="quit")
