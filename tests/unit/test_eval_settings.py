@@ -87,7 +87,8 @@ def _valid_values(key: str) -> st.SearchStrategy:
     if spec.type == "bool":
         return st.booleans()
     if spec.type == "int":
-        return st.integers(min_value=int(spec.minimum or 0) + int(spec.exclusive_min), max_value=10**9)
+        top = int(spec.maximum) if spec.maximum is not None else 10**9
+        return st.integers(min_value=int(spec.minimum or 0) + int(spec.exclusive_min), max_value=top)
     if spec.type == "choice":
         return st.sampled_from(spec.choices)
     return st.nothing()
