@@ -240,7 +240,8 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[str, tuple[in
     :func:`person_asked`); each identifier the model's text (``model_text``)
     left out, with the turn and entry it came from (``sources`` maps
     ``kind:text`` to ``(turn, entry)``); and the person's statements of
-    decisions that the model's text does not hold, the newest
+    decisions that the model's text does not hold, each once (a statement
+    the person made again is kept where it was made last), the newest
     :data:`MAX_DECISIONS`. ``""`` when nothing is to add. Deterministic: no
     model call (issue "Compaction you can see and trust")."""
     lines: list[str] = []
@@ -261,12 +262,13 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[str, tuple[in
                 lines.append(f"- {where}: " + ", ".join(sorted(texts)))
     seen: set[str] = set()
     wanted: list[str] = []
-    for d in decisions:
-        quote = d.split(": ", 1)[1].strip('"') if ": " in d else d
-        if d in seen or quote.lower() in model_text.lower():
+    for d in reversed(decisions):  # a statement said again is kept once, where it was said last
+        quote = (d.split(": ", 1)[1].strip('"') if ": " in d else d).lower()
+        if quote in seen or quote in model_text.lower():
             continue
-        seen.add(d)
+        seen.add(quote)
         wanted.append(d)
+    wanted.reverse()
     if wanted:
         lines.append(_DECISIONS_HEAD)
         lines.extend(f"- {d}" for d in wanted[-MAX_DECISIONS:])

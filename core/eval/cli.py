@@ -10,7 +10,10 @@ Behaviour: issue "``wisp eval``: does the context help on your model?
 Measure it". While it runs, one progress line per step goes to stderr
 (scenario, memory setting, run, turn; a single line rewritten in place on
 a terminal). The table goes to stdout, or with ``--json`` the results go
-to stdout as JSON and the table to stderr. A finished evaluation is
+to stdout as JSON and the table to stderr. ``--set KEY=VALUE`` (repeatable)
+applies a config key over every scenario's config in every run, so that one
+setting can be measured off and on (``--set context.distill=off``, then
+``=on``); it is refused, with exit 2, as a scenario's ``config`` would be. A finished evaluation is
 appended to the history (:mod:`wisp.core.eval.history`).
 """
 
@@ -27,10 +30,10 @@ from ..config import Config
 from .history import append_record, history_path, read_history
 from .report import format_history, format_table
 from .runner import EvalEndpointError, EvalOptions, Progress, run_eval
-from .scenario import (Scenario, ScenarioError, builtin_names, builtin_scenario, builtin_scenarios, load_scenario_file,
-                       scenario_format_path)
+from .scenario import (Scenario, ScenarioError, SettingError, builtin_names, builtin_scenario, builtin_scenarios,
+                       load_scenario_file, parse_setting, scenario_format_path)
 
-__all__ = ["add_eval_parser", "run_eval_command", "ProgressPrinter", "MAX_RUNS"]
+__all__ = ["add_eval_parser", "run_eval_command", "parse_settings", "ProgressPrinter", "MAX_RUNS"]
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -57,6 +60,10 @@ def add_eval_parser(sub: Any) -> argparse.ArgumentParser:
                    help="a scenario file of your own (repeatable; see the format with --list)")
     p.add_argument("--quick", action="store_true",
                    help="short variants: fewer turns, replies capped at a few dozen tokens")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                   help="a config key for every run, over each scenario's own config (repeatable; as "
+                        "`wisp config set` reads values), such as --set context.distill=on; the endpoint, "
+                        "where data lives and context.memory (see --memory) are the run's own")
     p.add_argument("--list", action="store_true", help="list the scenarios and where their format is described")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="with history: the newest N (default 20)")
     p.add_argument("--json", action="store_true", help="JSON on stdout (the table then goes to stderr)")
@@ -107,6 +114,19 @@ class ProgressPrinter:
         data = text.encode(getattr(self.stream, "encoding", None) or "utf-8", "replace")
         while data:
             data = data[os.write(fd, data):]
+
+
+def parse_settings(texts: list[str]) -> dict[str, Any]:
+    """The ``--set KEY=VALUE`` texts as dotted key → value, in the order
+    given (a key given twice keeps its last value). Raises
+    :class:`~wisp.core.eval.scenario.SettingError` for the first that
+    cannot be used."""
+    out: dict[str, Any] = {}
+    for text in texts:
+        key, value = parse_setting(text)
+        out.pop(key, None)
+        out[key] = value
+    return out
 
 
 def _choose(args: argparse.Namespace) -> list[Scenario]:
@@ -170,13 +190,15 @@ def run_eval_command(args: argparse.Namespace) -> int:
         if not 1 <= args.runs <= MAX_RUNS:
             print(f"wisp: error: --runs must be from 1 to {MAX_RUNS}", file=sys.stderr)
             return EXIT_USAGE
+        settings = parse_settings(args.settings)
         scenarios = _choose(args)
-    except ScenarioError as exc:
+    except (ScenarioError, SettingError) as exc:
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     memory = {"on": (True,), "off": (False,), "both": (False, True)}[args.memory]
     config = Config.load()
-    options = EvalOptions(scenarios, runs=args.runs, memory=memory, model=args.model, quick=args.quick)
+    options = EvalOptions(scenarios, runs=args.runs, memory=memory, model=args.model, quick=args.quick,
+                          settings=settings)
     try:
         report = asyncio.run(run_eval(options, config, progress=ProgressPrinter(sys.stderr)))
     except EvalEndpointError as exc:

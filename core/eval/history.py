@@ -83,11 +83,38 @@ def _cell(obj: Any) -> dict[str, Any] | None:
     }
 
 
+#: A setting kept in the history: at most this many, each key and text value at most 200 characters.
+MAX_SETTINGS = 50
+
+
+def _settings(obj: Any) -> dict[str, Any]:
+    """The ``--set`` settings of a record: string keys to JSON scalars
+    (``null`` included) or lists of strings; anything else is dropped."""
+    if not isinstance(obj, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in list(obj.items())[:MAX_SETTINGS]:
+        if not isinstance(key, str) or not key or len(key) > 200:
+            continue
+        if value is None or isinstance(value, bool):
+            out[key] = value
+        elif isinstance(value, (int, float)):
+            number = _number(value)
+            if number is not None:
+                out[key] = value if isinstance(value, int) else number
+        elif isinstance(value, str):
+            out[key] = value[:200]
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            out[key] = [v[:200] for v in value[:100]]
+    return out
+
+
 def parse_record(obj: Any) -> dict[str, Any] | None:
     """A history record in the shape this wisp reads, or ``None`` when
     ``obj`` is not one (another format, a missing date or model, no
     scenarios). Unknown fields are dropped; numbers that are not finite
-    become ``None``."""
+    become ``None``; ``settings`` (``wisp eval --set``) is ``{}`` when the
+    record has none."""
     if not isinstance(obj, dict) or obj.get("format") != RECORD_FORMAT:
         return None
     date, model = _text(obj.get("date"), 64), _text(obj.get("model"))
@@ -109,7 +136,7 @@ def parse_record(obj: Any) -> dict[str, Any] | None:
         "date": date, "finished": _text(obj.get("finished"), 64) or "", "wisp": _text(obj.get("wisp"), 64) or "?",
         "model": model, "endpoint": _text(obj.get("endpoint")) or "",
         "runs": runs if isinstance(runs, int) and not isinstance(runs, bool) else None,
-        "quick": obj.get("quick") is True, "scenarios": rows,
+        "quick": obj.get("quick") is True, "settings": _settings(obj.get("settings")), "scenarios": rows,
     }
 
 

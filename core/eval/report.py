@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import format_value
 from .runner import Cell, EvalReport
 
-__all__ = ["format_table", "format_history", "format_score"]
+__all__ = ["format_table", "format_history", "format_score", "format_settings"]
 
 
 def format_score(mean: float | None, spread: float | None) -> str:
@@ -20,6 +21,13 @@ def format_score(mean: float | None, spread: float | None) -> str:
     if mean is None:
         return "–"
     return f"{mean:.1f} ± {spread or 0.0:.1f}"
+
+
+def format_settings(settings: dict[str, Any]) -> str:
+    """``context.distill=true, model.context_window=2048`` (``wisp eval
+    --set``, as ``wisp config get`` prints values; ``null`` for a key left
+    at its default); ``""`` when there are none."""
+    return ", ".join(f"{key}={format_value(value)}" for key, value in settings.items())
 
 
 def _number(value: float | None, digits: int = 0) -> str:
@@ -39,7 +47,10 @@ def format_table(report: EvalReport) -> str:
     measured and notes below saying how to read it."""
     settings = list(report.memory)
     runs = f"{report.runs} run{'s' if report.runs != 1 else ''} each" + (", --quick" if report.quick else "")
-    lines = [f"wisp eval: {report.model or 'the model'} at {report.endpoint}; {runs}; wisp {report.wisp}", ""]
+    head_line = f"wisp eval: {report.model or 'the model'} at {report.endpoint}; {runs}; wisp {report.wisp}"
+    if report.settings:
+        head_line += f"; set over every scenario: {format_settings(report.settings)}"
+    lines = [head_line, ""]
     head = ["scenario"]
     for m in settings:
         word = "on" if m else "off"
@@ -62,7 +73,7 @@ def format_table(report: EvalReport) -> str:
     lines.append("Score: the mean of 10 over the runs ± the spread (sample standard deviation). Tokens/request: "
                  "the mean prompt tokens of the model's requests (the endpoint's count, or wisp's estimate where it "
                  "gives none). Model calls: per run, the agent's requests "
-                 "and wisp's side calls (running summary, refinement, condense).")
+                 "and wisp's side calls (running summary, refinement, condense, fact distiller, assessment).")
     lines.extend(wrong)
     return "\n".join(lines)
 
@@ -84,6 +95,8 @@ def format_history(records: list[dict[str, Any]]) -> str:
         how = f"{runs} run{'s' if runs != 1 else ''}" if isinstance(runs, int) else "? runs"
         if r.get("quick"):
             how += ", quick"
+        if r.get("settings"):
+            how += f", set {format_settings(r['settings'])}"
         lines.append(f"{str(r['date'])[:16].replace('T', ' ')}  {r['model']}  ({r['endpoint']})  wisp {r['wisp']}  "
                      f"{how}")
         scores = ", ".join(f"{s['name']} {_short(s.get('off'))}/{_short(s.get('on'))}" for s in r["scenarios"])

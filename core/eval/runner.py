@@ -12,7 +12,10 @@ Issue "``wisp eval``", "The command":
   are never touched; both are removed after the run.
 - A run's config is wisp's defaults, the person's ``model.*`` settings,
   the resolved endpoint, then the scenario's ``config`` (and its
-  ``quick`` config with ``--quick``), and ``context.memory`` off or on.
+  ``quick`` config with ``--quick``), then the evaluation's settings
+  (``wisp eval --set KEY=VALUE``, the same for every run, so that one
+  setting such as ``context.distill`` can be compared across two
+  evaluations), and ``context.memory`` off or on.
   With ``--quick`` replies are capped at :data:`QUICK_MAX_TOKENS` tokens
   and turns at :data:`QUICK_MAX_STEPS` requests unless the scenario says
   otherwise.
@@ -23,7 +26,8 @@ Issue "``wisp eval``", "The command":
 - Each turn runs through :meth:`wisp.core.session.Session.run_turn`, as
   ``wisp ask`` does. The model calls are the agent's requests (one
   :class:`~wisp.core.events.Usage` event each) and wisp's side calls (the
-  running summary, condense, refinement: counted by :class:`CountingSideCall`);
+  running summary, condense, refinement, the fact distiller, the
+  assessment: counted by :class:`CountingSideCall`);
   the tokens per request are the prompt tokens the endpoint reported for
   each agent request (wisp's estimate where it reported none).
 """
@@ -79,13 +83,17 @@ class EvalOptions:
     """What to run: ``scenarios``; ``runs`` of each (at least 1);
     ``memory``, the settings of ``context.memory`` to compare, in order;
     ``model``, a model name replacing config ``model.name``; ``quick``, the
-    short variants."""
+    short variants; ``settings``, config keys applied over every scenario's
+    config in every run (``--set``; dotted key → value as
+    :func:`~wisp.core.eval.scenario.parse_setting` gives it, ``None``
+    meaning the key's default), in the order given."""
 
     scenarios: list[Scenario]
     runs: int = 3
     memory: tuple[bool, ...] = (False, True)
     model: str | None = None
     quick: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -198,9 +206,9 @@ class Cell:
 @dataclass
 class EvalReport:
     """A whole evaluation: when, with what (``model``, ``endpoint``,
-    ``wisp``), how (``runs``, ``quick``, ``memory`` settings) and the
-    ``results``: per scenario (name, title), a :class:`Cell` per memory
-    setting."""
+    ``wisp``), how (``runs``, ``quick``, ``memory`` settings, the
+    ``settings`` applied over every run's config) and the ``results``: per
+    scenario (name, title), a :class:`Cell` per memory setting."""
 
     started_at: str
     model: str
@@ -209,6 +217,7 @@ class EvalReport:
     quick: bool
     memory: tuple[bool, ...]
     wisp: str = __version__
+    settings: dict[str, Any] = field(default_factory=dict)
     finished_at: str = ""
     results: list[tuple[str, str, dict[bool, Cell]]] = field(default_factory=list)
 
@@ -217,7 +226,7 @@ class EvalReport:
         return {
             "date": self.started_at, "finished": self.finished_at, "wisp": self.wisp, "model": self.model,
             "endpoint": self.endpoint, "runs": self.runs, "quick": self.quick,
-            "memory": ["on" if m else "off" for m in self.memory],
+            "memory": ["on" if m else "off" for m in self.memory], "settings": dict(self.settings),
             "scenarios": [{"name": name, "title": title,
                            **{("on" if m else "off"): cell.to_dict(detail) for m, cell in cells.items()}}
                           for name, title, cells in self.results],
@@ -267,8 +276,10 @@ def _workspace() -> str:
 
 
 def run_values(scenario: Scenario, memory: bool, person: Config, link: ModelLink, home: Path, *,
-               quick: bool) -> dict[str, Any]:
-    """The run's config (see the module doc): dotted keys and values."""
+               quick: bool, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run's config (see the module doc): dotted keys and values.
+    ``settings`` (``--set``) go over the scenario's config; one whose value
+    is ``None`` leaves its key at wisp's default."""
     values: dict[str, Any] = {k: v for k, v, is_default in person.items()
                               if k.startswith("model.") and not is_default}
     endpoint = link.endpoint
@@ -279,8 +290,11 @@ def run_values(scenario: Scenario, memory: bool, person: Config, link: ModelLink
     if quick:
         values["model.max_tokens"] = QUICK_MAX_TOKENS
         values["agent.max_steps"] = QUICK_MAX_STEPS
-    values.update(scenario.config)
-    window = scenario.config.get("model.context_window")
+    chosen = {**scenario.config, **(settings or {})}
+    values.update(chosen)
+    for key in [k for k, v in chosen.items() if v is None]:
+        values.pop(key)
+    window = chosen.get("model.context_window")
     if window and link.reported_window:
         values["model.context_window"] = min(int(window), int(link.reported_window))
     elif not window and link.context_window:
@@ -356,7 +370,8 @@ async def _run_turn(session: Session, prompt: str, result: RunResult) -> _TurnOu
 
 
 async def run_once(scenario: Scenario, memory: bool, run: int, runs: int, person: Config, link: ModelLink, *,
-                   quick: bool, progress: Callable[[Progress], Any] | None = None) -> RunResult:
+                   quick: bool, progress: Callable[[Progress], Any] | None = None,
+                   settings: dict[str, Any] | None = None) -> RunResult:
     """One run of ``scenario`` in a fresh home and working directory (both
     removed afterwards). Raises :class:`EvalEndpointError` when the
     endpoint goes away."""
@@ -368,7 +383,8 @@ async def run_once(scenario: Scenario, memory: bool, run: int, runs: int, person
         home = ensure_private_dir(root / "home")
         workdir = root / "work" / scenario.name
         _write_files(workdir, scenario.files)
-        config = Config.load(_write_config(home, run_values(scenario, memory, person, link, home, quick=quick)))
+        values = run_values(scenario, memory, person, link, home, quick=quick, settings=settings)
+        config = Config.load(_write_config(home, values))
         side = CountingSideCall()
         session = await Session.open(SessionOptions(workdir=workdir, transport="eval", side_call=side), config)
         async with session:
@@ -411,14 +427,15 @@ async def run_eval(options: EvalOptions, config: Config | None = None,
         if not await link.connect():
             raise EvalEndpointError(f"no model endpoint: {link.error}")
         report = EvalReport(_now_text(), link.model, link.label, options.runs, options.quick,
-                            tuple(options.memory))
+                            tuple(options.memory), settings=dict(options.settings))
         for scenario in options.scenarios:
             chosen = scenario.quick() if options.quick else scenario
             cells = {m: Cell(chosen.name, m) for m in options.memory}
             for memory in options.memory:
                 for run in range(1, options.runs + 1):
                     cells[memory].runs.append(await run_once(chosen, memory, run, options.runs, person, link,
-                                                             quick=options.quick, progress=progress))
+                                                             quick=options.quick, progress=progress,
+                                                             settings=options.settings))
             report.results.append((chosen.name, chosen.title, cells))
         report.finished_at = _now_text()
         return report

@@ -73,7 +73,7 @@ from ..config import ConfigError, parse_value
 __all__ = [
     "FORMAT", "ScenarioError", "Answer", "Question", "Turn", "Exchange", "Earlier", "Scenario",
     "parse_scenario", "load_scenario_file", "builtin_names", "builtin_scenario", "builtin_scenarios",
-    "parse_when", "RESERVED_KEYS", "RESERVED_NAMES", "scenario_format_path",
+    "parse_when", "RESERVED_KEYS", "RESERVED_NAMES", "scenario_format_path", "SettingError", "parse_setting",
 ]
 
 #: The format version this wisp reads.
@@ -288,18 +288,71 @@ def _turn(obj: Any, where: str) -> Turn:
     return Turn(prompt, Question(answer, require, forbid, float(weight), kind), quick)
 
 
+def _reserved(key: str) -> str | None:
+    """Why a scenario's ``config`` or ``--set`` may not give ``key``, or ``None``
+    (the one place of the rule; see the module doc)."""
+    if key == "context.memory":
+        return "the run sets this key itself (it is the setting compared: use --memory on, off or both)"
+    if key in RESERVED_KEYS:
+        return "the run sets this key itself; leave it out"
+    return None
+
+
 def _config(obj: Any, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise _fail(where, 'write an object of wisp config keys, such as {"model.context_window": 4096}')
     out: dict[str, Any] = {}
     for key, value in obj.items():
-        if key in RESERVED_KEYS:
-            raise _fail(f"{where}.{key}", "the run sets this key itself; leave it out")
+        why = _reserved(key)
+        if why:
+            raise _fail(f"{where}.{key}", why)
         try:
             out[key] = parse_value(key, value, from_text=False)
         except ConfigError as exc:
             raise _fail(f"{where}.{key}", str(exc)) from None
     return out
+
+
+class SettingError(ValueError):
+    """A ``wisp eval --set KEY=VALUE`` that cannot be used; the message is
+    one line saying what to write."""
+
+
+#: ``--set`` text longer than this (characters) is refused unread.
+MAX_SETTING = 4096
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` (``wisp eval --set``, typed by the person) → ``(key,
+    value)``: the key a known wisp config key that a run lets one set, the
+    value parsed from text as ``wisp config set`` parses it
+    (:func:`wisp.core.config.parse_value`; ``None`` for an optional key
+    cleared with ``null`` or nothing after the ``=``). Spaces around the
+    key are dropped; the value is everything after the first ``=``.
+
+    Raises :class:`SettingError` (one line) for text without ``=``, an
+    unknown key (naming the closest ones), a key the run sets itself (the
+    same refusal as a scenario's ``config``), or a value of the wrong type."""
+    if not isinstance(text, str) or len(text) > MAX_SETTING:
+        raise SettingError(f"--set takes KEY=VALUE of at most {MAX_SETTING:,} characters, "
+                           "such as --set context.distill=on")
+    key, eq, value = text.partition("=")
+    key = key.strip()
+    if not eq or not key:
+        raise SettingError(f"--set takes KEY=VALUE, such as --set context.distill=on; got {_shown(text)}")
+    why = _reserved(key)
+    if why:
+        raise SettingError(f"--set {key}: {why}")
+    try:
+        return key, parse_value(key, value, from_text=True)
+    except ConfigError as exc:
+        raise SettingError(f"--set: {exc}") from None
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted on one line for an error, cut to ``limit`` characters."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return quoted if len(quoted) <= limit else quoted[: limit - 4] + '..."'
 
 
 def _files(obj: Any, where: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -88,6 +89,9 @@ async def test_a_model_that_uses_its_tools_perfectly_scores_ten_with_memory_on(p
     assert across.refine["outcome"] == "completed" and len(across.refine["memories"]) == 5
     noting = next(c for n, _, c in report.results if n == "noting")[True].runs[0]
     assert noting.side_calls >= 1  # the window is small: a running summary was written
+    # the decision stated in passing had left the window: only a recall found it
+    passing = next(c for n, _, c in report.results if n == "stated-in-passing")[True].runs[0]
+    assert passing.agent_requests > len(builtin_scenario("stated-in-passing").turns) and passing.side_calls >= 1
     # what it was offered: the scenario's tools and memory, not the person's tools.enabled
     offered = {tuple(t["function"]["name"] for t in b.get("tools") or []) for b in srv.chat_bodies}
     assert ("system_info", "run_command", "memory") in offered and ("read_file",) not in offered
@@ -104,9 +108,40 @@ async def test_a_model_that_never_calls_tools_scores_less_where_a_recall_is_need
         assert len(failed(report, "routing", memory)) == 8
         assert failed(report, "across", memory) == ["extraction:Copper Lantern", "temporal:/(?i)structlog/",
                                                     "knowledge-update:SQLite"]
+        # the running summary keeps the newest 8 of the person's decisions: not the ones stated first
+        assert [f.split(":")[1][:12] for f in failed(report, "stated-in-passing", memory)] == [
+            "/(?i)\\bsemi-", "SQLite"]
     scores = {name: cells[True].mean for name, _, cells in report.results}
     assert scores["routing"] == 0.0 and scores["across"] == 2.5 and scores["recalling"] == 0.0
-    assert all(scores[name] < 10.0 for name in REFERENCE)
+    assert all(scores[name] < 10.0 for name in REFERENCE) and scores["stated-in-passing"] == 0.0
+
+
+async def test_with_the_fact_distiller_a_decision_stated_in_passing_is_in_every_request(toolless) -> None:
+    """--set context.distill=on (issue "The model's own bookkeeping"): the
+    decision becomes the model's fact, so even a model that never calls a
+    tool answers it after its turn left the window. (The --quick variant is
+    sized for a real model's replies and token counts; with this model's
+    short replies its first turn stays in view.)"""
+    home, srv, model = toolless
+    scenario = builtin_scenario("stated-in-passing")
+    report = await run_eval(EvalOptions([scenario], runs=1, memory=(False, True),
+                                        settings={"context.distill": True}), Config.load())
+    assert report.settings == {"context.distill": True} and report.to_dict()["settings"] == {"context.distill": True}
+    cells = report.results[0][2]
+    for memory in (False, True):
+        assert cells[memory].mean == 10.0, failed(report, "stated-in-passing", memory)
+        run = cells[memory].runs[0]
+        assert run.side_calls > 4  # a distiller call for each turn that stated a decision, and the summary
+    asked = [b["messages"] for b in srv.chat_bodies
+             if b.get("tools") and b["messages"][-1]["content"] == "Which separator does the CSV export use?"]
+    last = asked[-1]  # the question's request (memory on)
+    assert "semicolons" not in "".join(
+        str(m.get("content")) for m in last[1:])  # the first turn is out of the window…
+    assert re.search(r"^- decision csv export semicolons = the CSV export uses semicolons \[model, inferred, turn 1, "
+                     r"entry 1; a proposal; c\d+\]$", last[0]["content"], re.M)  # …its decision is the model's fact
+    distilled = [b for b in srv.chat_bodies if not b.get("tools")
+                 and str(b["messages"][0]["content"]).startswith("You read one turn of a conversation")]
+    assert len(distilled) == 2 * 4  # memory off and on; the turns that stated no decision made no call
 
 
 def test_the_command_prints_json_and_the_table_and_keeps_the_results(perfect, scratch_tmp, capsys) -> None:
@@ -184,6 +219,27 @@ def test_model_max_tokens_caps_every_reply_of_a_session(perfect, capsys) -> None
     assert srv.chat_bodies[-1]["options"]["num_predict"] == 33
 
 
+def test_set_applies_a_key_to_every_run_and_the_results_keep_it(perfect, capsys) -> None:
+    home, srv, model = perfect
+    argv = ["eval", "stated-in-passing", "--runs", "1", "--memory", "off", "--json"]
+    assert main(argv + ["--set", "context.distill=off"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--set", "context.distill=on", "--set", "context.distill_tokens=512"]) == 0
+    on, err = capsys.readouterr()
+    on = json.loads(on)
+    assert off["settings"] == {"context.distill": False}
+    assert on["settings"] == {"context.distill": True, "context.distill_tokens": 512}
+    # without a tool, the decision stated in passing is answered only with the distiller on
+    assert off["scenarios"][0]["off"]["mean"] == 0.0 and on["scenarios"][0]["off"]["mean"] == 10.0
+    assert on["scenarios"][0]["off"]["model_calls"] > off["scenarios"][0]["off"]["model_calls"]
+    assert "; set over every scenario: context.distill=true, context.distill_tokens=512\n" in err
+    assert main(["eval", "history", "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)["evaluations"]
+    assert [e["settings"] for e in kept] == [on["settings"], off["settings"]]
+    assert main(["eval", "history"]) == 0
+    assert "set context.distill=true, context.distill_tokens=512" in capsys.readouterr().out
+
+
 def test_a_scenario_file_of_ones_own(perfect, tmp_path, capsys) -> None:
     home, srv, model = perfect
     path = tmp_path / "mine.json"
@@ -199,6 +255,9 @@ def test_a_scenario_file_of_ones_own(perfect, tmp_path, capsys) -> None:
     (["eval", "nope"], "no scenario 'nope'"),
     (["eval", "--runs", "0"], "--runs must be from 1 to 100"),
     (["eval", "history", "routing"], "takes no scenario names"),
+    (["eval", "--set", "context.distill"], "--set takes KEY=VALUE, such as --set context.distill=on"),
+    (["eval", "--set", "context.memory=on"], "use --memory on, off or both"),
+    (["eval", "--set", "context.distill=perhaps"], "--set: context.distill expects a boolean"),
 ])
 def test_bad_usage_exits_2_with_one_line(wisp_home, capsys, argv, words) -> None:
     assert main(argv) == 2

@@ -32,9 +32,15 @@ Without ``uses_tools`` it never calls a tool: it answers what it sees, or
 
 Side calls (requests without tools) are answered as wisp asks: the
 running summary tersely (the first words of each prompt, plus the items
-wisp names as ones to keep: it forgets facts stated in passing), episodic
+wisp names as ones to keep: it forgets facts stated in passing, and the
+person's own words that wisp added to the summary so far, which wisp
+keeps itself, the newest of them, in its completion), episodic
 refinement with one memory per exchange holding its request and reply,
-and anything else with "nothing here".
+the fact distiller (issue "The model's own bookkeeping") with a decision
+for each of the person's statements of one
+(:func:`wisp.core.context.statements.statements`), its value the
+statement from its decision word to its first comma, and anything else
+with "nothing here".
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from wisp.core.context.statements import DECISION, statements
 from wisp.core.eval.scenario import Question, Scenario
 
 from .servers import reply, tool_call, tool_calls
@@ -57,6 +64,8 @@ _TICKS = re.compile(r"`([^`]+)`")
 _INDEX_LINE = re.compile(r"^- entry (\d+) \(turn \d+\): (\S+)(.*)$", re.M)
 _REFERENCE = re.compile(r"\[output of entry (\d+) not repeated: (\w+)[^\]]*\]")
 _MEM = re.compile(r"\bMEM-\d{6,}\b")
+_STOP = {"the", "and", "for", "use", "uses", "every", "all", "its", "our", "that", "this", "with", "not", "should",
+         "must", "shown", "written", "show", "keep"}
 
 
 def _words(text: str) -> str:
@@ -276,14 +285,31 @@ class ScriptedModel:
             return "\n".join(out) or "NONE"
         if system.startswith("You keep the running summary"):
             return self._summary(prompt)
+        if system.startswith("You read one turn of a conversation and list the facts"):
+            return self._distil(prompt)
         return "nothing here"
+
+    @staticmethod
+    def _distil(prompt: str) -> str:
+        """The distiller's JSON: a decision for each statement of the person's part."""
+        person = re.search(r"^The person \(entry [^)]*\):\n(.*?)\n\nThe assistant's reply", prompt, re.S | re.M)
+        facts = []
+        for sentence in statements(person.group(1) if person else ""):
+            at = DECISION.search(sentence)
+            said = sentence[at.end():] if at else sentence
+            value = re.split(r"[,;:]", said, maxsplit=1)[0].strip(" .-")
+            words = [w for w in re.findall(r"[a-z0-9]+", value.lower()) if len(w) > 2 and w not in _STOP][:3]
+            if value and words:
+                facts.append({"subject": "decision", "name": " ".join(words), "value": value})
+        return json.dumps({"facts": facts[:12]})
 
     @staticmethod
     def _summary(prompt: str) -> str:
         lines = []
         previous = re.search(r"Summary so far, of turns [^:]*:\n(.*?)\n\nNew turns to add:", prompt, re.S)
-        if previous:
-            lines.append(previous.group(1).strip())
+        if previous:  # without wisp's block of the person's own words: a terse summary forgets them
+            lines.append(re.sub(r"(?m)^The person's own words, kept by wisp:\n(?:- .*(?:\n|$))*", "",
+                                previous.group(1)).strip())
         new = prompt.split("New turns to add:\n", 1)[-1]
         for block in re.split(r"\n(?=Turn \d+:)", new):
             head = re.match(r"Turn (\d+):", block)
