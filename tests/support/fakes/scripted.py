@@ -38,7 +38,7 @@ keeps itself, the newest of them, in its completion), episodic
 refinement with one memory per exchange holding its request and reply,
 the fact distiller (issue "The model's own bookkeeping") with a decision
 for each of the person's statements of one
-(:func:`wisp.core.context.statements.statements`), its value the
+(:func:`wisp.core.statements.statements`), its value the
 statement from its decision word to its first comma, and anything else
 with "nothing here".
 """
@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from wisp.core.context.statements import DECISION, statements
+from wisp.core.statements import DECISION, statements
 from wisp.core.eval.scenario import Question, Scenario
 
 from .servers import reply, tool_call, tool_calls
