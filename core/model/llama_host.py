@@ -75,6 +75,32 @@ STATUS_PATH = "/wisp/status"
 #: measured on SmolLM2 under load: a 1,500-token prompt again after another request 41.6 s → 3.0 s).
 PROMPT_CACHE_BYTES = 512 << 20
 
+
+def state_bytes(state: Any) -> int:
+    """The memory one cached prompt state holds (bytes): its llama.cpp state
+    and the token ids and logits kept beside it. llama-cpp-python's
+    LlamaRAMCache counts only the first, so its capacity did not bound the
+    cache (a server with the default ``logits_all`` kept n_ctx × n_vocab
+    floats a state, 1.6 GB at 8,192 tokens, and was killed for memory)."""
+    extra = 0
+    for name in ("scores", "input_ids"):
+        array = getattr(state, name, None)
+        extra += int(getattr(array, "nbytes", 0) or 0)
+    return int(getattr(state, "llama_state_size", 0) or 0) + extra
+
+
+def bound_prompt_cache() -> None:
+    """Make LlamaRAMCache count :func:`state_bytes`, so that
+    :data:`PROMPT_CACHE_BYTES` bounds what it holds. Does nothing to a
+    llama_cpp without it."""
+    try:
+        from llama_cpp import llama_cache
+    except ImportError:
+        return
+    cls = getattr(llama_cache, "LlamaRAMCache", None)
+    if cls is not None:
+        cls.cache_size = property(lambda self: sum(state_bytes(s) for s in self.cache_state.values()))
+
 _OVERFLOW_RE = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 
 
@@ -313,9 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     instrument()
+    bound_prompt_cache()
     model_kwargs: dict[str, Any] = dict(model=args.model, model_alias=args.alias, n_ctx=args.n_ctx,
                                         chat_format=args.chat_format, verbose=True, cache=True, cache_type="ram",
-                                        cache_size=PROMPT_CACHE_BYTES)
+                                        cache_size=PROMPT_CACHE_BYTES, logits_all=False)
     if args.n_threads:
         model_kwargs.update(n_threads=args.n_threads, n_threads_batch=args.n_threads)
     app = create_app(server_settings=ServerSettings(host=HOST, port=port, interrupt_requests=False),

@@ -44,3 +44,25 @@ def test_the_log_is_rotated_in_place(tmp_path: Path) -> None:
     assert (tmp_path / "server.log.1").read_text() == "5" * 200
     assert (tmp_path / "server.log.3").read_text() == "3" * 200
     assert rotate_log(tmp_path / "missing.log", 1, 3) is False
+
+
+def test_the_prompt_cache_counts_the_logits_it_keeps_and_stays_within_its_bound() -> None:
+    """An embedded server was killed for memory (7.2 GB): llama-cpp-python's RAM cache counted only
+    llama.cpp's state, not the n_ctx × n_vocab logits each state keeps beside it."""
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+    from llama_cpp.llama_cache import LlamaRAMCache
+
+    from wisp.core.model.llama_host import bound_prompt_cache, state_bytes
+
+    def state(n: int) -> LlamaState:
+        return LlamaState(input_ids=np.zeros(n, dtype=np.intc), scores=np.zeros((64, 1000), dtype=np.single),
+                          n_tokens=n, llama_state=b"x" * 1000, llama_state_size=1000, seed=0)
+
+    one = state(10)
+    assert state_bytes(one) == 1000 + 64 * 1000 * 4 + 10 * np.dtype(np.intc).itemsize
+    bound_prompt_cache()
+    cache = LlamaRAMCache(capacity_bytes=3 * state_bytes(one))
+    for k in range(10):
+        cache[[k, k + 1]] = state(10)
+    assert len(cache.cache_state) == 3 and cache.cache_size <= 3 * state_bytes(one)
