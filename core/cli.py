@@ -125,7 +125,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     imp.add_argument("--workdir", type=Path, metavar="DIR",
                      help="the new conversation's working directory (default: the export's)")
 
-    cfg = sub.add_parser("config", help="show or change settings in ~/.wisp/config.json")
+    cfg = sub.add_parser("config", help=f"show or change settings in {config_path()}")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="list|get|set|unset", parser_class=_Parser)
     lst = cfg_sub.add_parser("list", help="every setting with its value")
     lst.add_argument("--json", action="store_true")

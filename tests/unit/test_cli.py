@@ -242,3 +242,17 @@ def test_the_api_key_is_used_but_never_written_anywhere(wisp_home: Path, tmp_pat
     for path in wisp_home.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), f"the key was written to {path}"
+
+
+def test_help_names_the_config_file_wisp_home_points_at(tmp_path) -> None:
+    """Found by a new user: `wisp --help` said ~/.wisp/config.json while WISP_HOME moved it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    wisp = str(Path(sys.executable).parent / "wisp")
+    r = subprocess.run([wisp, "--help"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "WISP_HOME": str(tmp_path), "COLUMNS": "400"})
+    assert r.returncode == 0 and "~/.wisp" not in r.stdout
+    assert f"show or change settings in {tmp_path / 'config.json'}" in " ".join(r.stdout.split())
