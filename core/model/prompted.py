@@ -46,6 +46,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Union
 
+from .thinking import after_tag
+
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
 
@@ -490,11 +492,7 @@ class PromptedParser:
             out.append(call)
 
     def _show(self, text: str, out: list[Item]) -> None:
-        if self._strip_ws:
-            stripped = text.lstrip()
-            if stripped:
-                self._strip_ws = False
-            text = stripped
+        text, self._strip_ws = after_tag(text, self._strip_ws)
         if text:
             out.append(Shown(text))
 

@@ -30,6 +30,18 @@ from __future__ import annotations
 
 from .base import TextDelta, ThinkingDelta
 
+
+def after_tag(text: str, stripping: bool) -> tuple[str, bool]:
+    """Text shown right after a tag the reader hid (``</think>``, a prompted
+    tool block): with ``stripping``, its leading whitespace goes, until a
+    piece with something else in it comes. Returns the text to show and
+    whether to go on stripping. One rule for the think splitter and the
+    prompted protocol's parser."""
+    if not stripping:
+        return text, False
+    stripped = text.lstrip()
+    return stripped, not stripped
+
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
 
@@ -90,11 +102,7 @@ class ThinkSplitter:
             if text:
                 out.append(ThinkingDelta(text))
             return
-        if self._strip_ws:
-            stripped = text.lstrip()
-            if stripped:
-                self._strip_ws = False
-            text = stripped
+        text, self._strip_ws = after_tag(text, self._strip_ws)
         if text:
             out.append(TextDelta(text))
 
