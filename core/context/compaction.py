@@ -77,7 +77,8 @@ class CompactPreview:
     when wisp wrote the summary alone); ``side_calls``; ``nothing`` (why
     nothing would change, or ``None``). ``newest_version`` and ``last_turn``
     are what the conversation was when previewed (:func:`apply_compaction`
-    checks them)."""
+    checks them); ``layer`` the summary layer as the next request would
+    carry it."""
 
     conversation: int
     focus: str | None
@@ -98,6 +99,8 @@ class CompactPreview:
     last_turn: int = 0
     model: str | None = None
     completed: list[str] = field(default_factory=list)
+    #: The summary layer as the next request would carry it (the proposed summary and its references).
+    layer: str = ""
 
     @property
     def leaving_tokens(self) -> int:
@@ -126,7 +129,7 @@ class CompactPreview:
                 "text": d.text, "model_part": d.model_part, "completion": d.completion,
                 "covers": list(d.covers), "covers_text": turn_ranges(d.covers), "new_turns": list(d.new_turns),
                 "kept": list(d.kept), "missed": list(d.completed), "model": d.model, "attempts": d.attempts,
-                "base": d.base, "references": [r.entry for r in d.refs],
+                "base": d.base, "references": [r.entry for r in d.refs], "layer": self.layer,
             },
             "previous_version": self.previous.version if self.previous else None,
             "facts": list(self.facts), "task": self.task,
@@ -226,6 +229,7 @@ async def preview_compaction(context: Any, conversation: int, focus: str | None 
     after = build(dataclasses.replace(inputs, summary=draft.as_version(),
                                       ended=[t for t in inputs.ended if t[0] not in covered]))
     preview.tokens_after = after.total
+    preview.layer = after.layer("summary").text
     return preview
 
 

@@ -94,6 +94,12 @@ REF_INDEX_SHARE = 0.25
 #: and the server's prompt cache keeps the request's unchanged start (issue
 #: "Real models, real work": "keep the llama.cpp prompt cache warm").
 LOW_WATER = 0.6
+#: The share of the budget the current turn may keep whole while older turns are still in
+#: the window: fitting step 2 (the running summary takes over old turns) comes before step 3
+#: (a paste or an output is cut), as issue "Real models, real work" orders them, so a read that
+#: fits beside the fixed layers makes old turns leave rather than go cut; one bigger than this
+#: share is cut to it, and old turns leave for the rest.
+CURRENT_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -181,6 +187,9 @@ class ComposeInputs:
     #: or ``prompted``; the text the model reads of them), when the link says;
     #: else the schemas are counted as JSON.
     tool_layer: tuple[str, str] | None = None
+    #: Cut the current turn to the room the ended turns leave now (fitting step 3 alone), not to
+    #: the room they would leave once summarised: the fallback when no summary freed them.
+    cut_to_room: bool = False
 
     def loaded_entries(self) -> dict[int, list[Any]]:
         """The ended turns whose entries were read, ``{turn number: entries}``
@@ -399,7 +408,10 @@ def build(inp: ComposeInputs) -> ComposedContext:
         number, entries = inp.current
         current_msgs, _ = render_turn(number, entries, inp.flags, whole=True)
         others = sum(layers[k].tokens for k, _ in LAYERS if k != "current")
+        fixed = others - layers["older"].tokens - layers["recent"].tokens
         room = budget - others
+        if not inp.cut_to_room:  # old turns leave before the current one is cut (fitting steps 2, 3)
+            room = max(room, min(budget - fixed, int(budget * CURRENT_SHARE)))
         if budget and _count_messages(current_msgs, ratio) > room:
             # the current turn is whole, but a paste or an output larger than the window would be
             # dropped by the endpoint unseen: cut the largest to fit, saying how to see the rest

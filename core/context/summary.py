@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .coverage import Item, is_present
+from .coverage import Item, extract_items, is_present
 from .digest import Digest
 from ..tokens import estimate_tokens
 from .turns import OutputRef, ToolFlags
@@ -291,6 +291,58 @@ def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
     return line
 
 
+def _first_listed(refs: list[OutputRef], costs: list[int], text: str, cap: int,
+                  chars_per_token: float | None) -> int:
+    """How many of the oldest references to leave out of the summary layer so
+    that the newest ones listed (``costs``: their lines' tokens) and the line
+    naming what the others' calls named fit ``cap`` tokens. The newest fill a
+    quarter of the cap in any case; then a name costs a few tokens and a line
+    a few dozen, so the names come before more lines."""
+    items = [sorted(i.text for i in extract_items(r.arguments)) for r in refs]
+    start, used = len(refs), 0
+    while start > 0 and used + costs[start - 1] <= cap // 4:  # the newest quarter are listed whatever the names
+        start -= 1
+        used += costs[start]
+    while start > 0:
+        names = {t for group in items[:start - 1] for t in group if t not in text}
+        note = sum(estimate_tokens(t + ", ", chars_per_token) for t in names) + 40
+        if used + costs[start - 1] + note > cap:
+            break
+        start -= 1
+        used += costs[start]
+    return start
+
+
+def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token: float | None) -> str:
+    """The line that stands for ``refs``, the references left out of the
+    summary layer: their entries' range, and (newest first, as many as fit in
+    ``room`` tokens) what their calls' arguments named that ``shown`` (the rest
+    of the layer) does not, so that what the model reads keeps them (issue
+    "Layered context": every file path … appears in the summary, a fact or a
+    reference); the others are counted, ``/show`` and recall reach them."""
+    line = (f"- (outputs of entries {refs[0].entry}–{refs[-1].entry} not listed; "
+            "the person can /show any of them")
+    named: list[str] = []
+    for r in reversed(refs):
+        for item in sorted(extract_items(r.arguments)):
+            if item.text not in named and not is_present(item, shown):
+                named.append(item.text)
+    if not named:
+        return line + ")"
+    used = estimate_tokens(line + "; their calls named ", chars_per_token) + 12
+    listed: list[str] = []
+    for text in named:
+        cost = estimate_tokens(text + ", ", chars_per_token)
+        if used + cost > room:
+            break
+        listed.append(text)
+        used += cost
+    rest = len(named) - len(listed)
+    if not listed:
+        return line + f"; their calls named {rest} paths and names not shown here)"
+    return line + f"; their calls named {', '.join(listed)}" + (f" and {rest} more)" if rest else ")")
+
+
 def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_ref_tokens: int | None = None,
                        chars_per_token: float | None = None) -> tuple[str, int]:
     """The summary layer's text for a version, and how many output
@@ -300,7 +352,8 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
     one line per tool output of the covered turns (entry, turn, tool,
     arguments, digest) with how to see it again. When the lines would pass
     ``max_ref_tokens`` (estimated), the oldest are left out and one line
-    names their entries' range, which ``/show`` still shows.
+    names their entries' range, which ``/show`` still shows, and the
+    identifiers their calls named (:func:`_unlisted_line`).
     """
     if version is None:
         return "", 0
@@ -315,20 +368,12 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
             parts.append("Tool outputs of those turns, not repeated:")
         lines = [_ref_line(r, flags) for r in refs]
         if max_ref_tokens is not None:
-            kept: list[str] = []
-            used = 0
-            for line in reversed(lines):
-                cost = estimate_tokens(line, chars_per_token) + 1
-                if used + cost > max_ref_tokens:
-                    break
-                kept.append(line)
-                used += cost
-            kept.reverse()
-            dropped = len(lines) - len(kept)
-            if dropped:
-                first, last = refs[0].entry, refs[dropped - 1].entry
-                parts.append(f"- (outputs of entries {first}–{last} not listed; the person can /show any of them)")
-            lines = kept
+            costs = [estimate_tokens(line, chars_per_token) + 1 for line in lines]
+            if sum(costs) > max_ref_tokens:
+                start = _first_listed(refs, costs, "\n".join(parts), max_ref_tokens, chars_per_token)
+                parts.append(_unlisted_line(refs[:start], "\n".join([*parts, *lines[start:]]),
+                                            max_ref_tokens - sum(costs[start:]), chars_per_token))
+                lines = lines[start:]
         parts.extend(lines)
         listed = len(lines)
     return "\n".join(parts), listed

@@ -53,7 +53,7 @@ def starts_in(state: Path) -> int:
 
 
 def test_ask_chats_through_the_embedded_model(embedded_home: Path, tmp_path: Path) -> None:
-    from wisp.core.model.embedded import lock_held
+    from wisp.core.model.embedded import lock_held, read_info
 
     events, _ = ask("Say hello in one short sentence.", cwd=tmp_path)
     reply = "".join(e["text"] for e in events if e["event"] == "text_delta")
@@ -61,8 +61,11 @@ def test_ask_chats_through_the_embedded_model(embedded_home: Path, tmp_path: Pat
     assert events[-1]["event"] == "turn_ended" and events[-1]["state"] in ("done", "cut")
     conv = conversations()[0]
     assert "embedded" in conv["endpoint"] and "SmolLM2" in conv["model"]
-    # the server stays for the next wisp, with its log where the data directory says
-    [state] = state_dirs(embedded_home)
+    # the server stays for the next wisp, with its log where the data directory says (other tests of
+    # the session may have started servers of other windows beside it: the one this ask used is the
+    # one whose port file names the base URL the conversation recorded)
+    [state] = [s for s in state_dirs(embedded_home)
+               if (info := read_info(s)) and str(info["base_url"]) in conv["endpoint"]]
     assert lock_held(state)
     assert (state / "server.log").stat().st_size > 0 and (state / "server.json").is_file()
 

@@ -274,6 +274,10 @@ async def test_wisp_compact_dry_run_json_then_apply(wisp_home: Path, srv, tmp_pa
     assert preview["conversation"] == conv and preview["focus"] == "the payment bug"
     assert [t["turn"] for t in preview["leaving"]] == [1, 2, 3, 4] and all(t["tokens"] > 0 for t in preview["leaving"])
     assert "PAY-402" in preview["summary"]["kept"] and "src/pay/charge.py" in preview["summary"]["kept"]
+    # every identifier kept is in the summary layer the next request would carry (text or references)
+    layer = preview["summary"]["layer"]
+    assert layer.startswith("Running summary of turns 1–4") and preview["summary"]["text"].strip() in layer
+    assert all(k in layer for k in preview["summary"]["kept"]), preview["summary"]["kept"]
     assert preview["tokens"]["before"] > 0 and preview["tokens"]["after"] > 0
     chat_bodies = [b for b in srv.chat_bodies if b.get("format")]
     assert chat_bodies and chat_bodies[-1]["format"] == SUMMARY_SCHEMA  # asked with its schema

@@ -6,6 +6,7 @@ entries directly."""
 from __future__ import annotations
 
 import json
+import re
 
 from wisp.core.context.composer import (CONTEXT_RULE, LAYERS, LOW_WATER, MEMORY_RULE, ComposeInputs, FactView, build)
 from wisp.core.context.facts import Fact
@@ -195,7 +196,12 @@ def test_summary_layer_lists_references_and_caps_them() -> None:
     layer = ctx.layer("summary")
     assert layer.text.startswith("Running summary of turns 1–200 (version 3):\nwhat happened")
     assert "- entry 209 (turn 200): read_file" in layer.text  # the newest are kept
-    assert "(outputs of entries 10–" in layer.text and "not listed; the person can /show any of them)" in layer.text
+    assert "(outputs of entries 10–" in layer.text and "not listed; the person can /show any of them" in layer.text
+    # the unlisted calls' paths, newest first, as many as fit the cap; the rest counted
+    listed = layer.detail["references"]
+    newest_unlisted = f"f{199 - listed}.py"
+    assert f"their calls named {newest_unlisted}, f{198 - listed}.py" in layer.text
+    assert re.search(r"and \d+ more\)", layer.text)
     assert layer.tokens <= 0.25 * ctx.budget + 100
     assert ctx.left == list(range(1, 201)) and layer.items == 200
 
@@ -270,3 +276,51 @@ def test_when_turns_must_leave_enough_leave_for_the_next_turns_to_fit_too() -> N
                        if ctx.total - sum(s.tokens for s in ctx.turns[:i]) <= ctx.budget)
     assert len(ctx.must_leave) > just_enough + 3
     assert ctx.budget * (LOW_WATER - 0.1) < ctx.total - freed <= ctx.budget * LOW_WATER
+
+
+def test_old_turns_leave_before_a_read_that_fits_beside_the_fixed_layers_is_cut() -> None:
+    """Issue "Real models, real work", fitting steps 2 then 3: the 80-turn chat on SmolLM2 saw the
+    current turn's 200-line read cut to its head and tail while forty older turns could have left.
+    A read that fits beside the fixed layers stays whole, and the old turns must leave instead."""
+    from wisp.core.context.composer import CURRENT_SHARE
+
+    nums = Numbers()
+    ended = [(n, [nums.entry("prompt", f"question {n} " + "word " * 120), nums.entry("reply", "ok")])
+             for n in range(1, 21)]  # they fit the budget alone, not with the read
+    read = "\n".join(f"{i}\tline {i} of the file" for i in range(1, 151))  # about two fifths of the budget
+    current = turn_with_read(nums, "read a.py", read, "")[:-1]
+    ctx = build(inputs(ended=ended, window=4096, reserve=512, current=(21, current), turn=21))
+    assert ctx.layer("current").tokens < ctx.budget * CURRENT_SHARE
+    assert not ctx.cut, "the read went cut while older turns could leave"
+    assert ctx.over_budget and ctx.must_leave
+    assert any(m.get("content") == read for m in ctx.messages)
+    # the fallback, when no summary freed them: the current turn is cut to the room they leave now
+    forced = build(inputs(ended=ended, window=4096, reserve=512, current=(21, current), turn=21, cut_to_room=True))
+    assert forced.cut and not forced.over_budget
+
+
+def test_a_paste_bigger_than_its_share_is_cut_to_it_and_old_turns_leave_for_the_rest() -> None:
+    from wisp.core.context.composer import CURRENT_SHARE
+
+    nums = Numbers()
+    ended = [(n, [nums.entry("prompt", f"question {n} " + "word " * 120), nums.entry("reply", "ok")])
+             for n in range(1, 31)]
+    paste = "\n".join(f"row {i}, some pasted words" for i in range(20000))
+    ctx = build(inputs(ended=ended, window=4096, reserve=512, current=(31, [nums.entry("prompt", paste)]), turn=31))
+    assert ctx.cut and ctx.cut[0].kind == "prompt"
+    assert ctx.layer("current").tokens <= ctx.budget * CURRENT_SHARE + 50
+    assert ctx.must_leave
+
+
+def test_references_left_out_of_the_summary_layer_still_name_their_paths() -> None:
+    """The coverage check counts a reference's arguments as kept; when the cap leaves a reference
+    out of the layer as sent, what its call named stays in the layer (the 80-turn chat's reads)."""
+    from wisp.core.context.coverage import Item, is_present
+
+    refs = tuple(OutputRef(10 + i, i + 1, "read_file", json.dumps({"path": f"docs/part{i:02}.txt"}),
+                           {"lines": 200, "bytes": 1800}) for i in range(24))
+    summary = SummaryVersion(1, 2, "what happened", tuple(range(1, 25)), refs=refs)
+    ctx = build(inputs(summary=summary, window=2048, reserve=512))
+    layer = ctx.layer("summary")
+    assert 0 < layer.detail["references"] < len(refs)
+    assert all(is_present(Item("path", f"docs/part{i:02}.txt"), layer.text) for i in range(24))
