@@ -309,7 +309,8 @@ class Agent:
                     elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
                         yield ev.Notice(
                             f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
-                            "(model.reply_timeout_s); Esc stops it.", key="reply-wait", transient=True)
+                            "(model.reply_timeout_s); Esc in the TUI or Ctrl+C in wisp ask stops it.",
+                            key="reply-wait", transient=True)
                     elif isinstance(item, mb.Done):
                         step.done_reason = item.reason
 

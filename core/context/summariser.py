@@ -87,7 +87,9 @@ SUMMARY_RULES = (
 
 #: The shape the side call asks for (issue "Compaction you can see and trust", "Structured side
 #: calls"): the notes, the person's decisions and what is still open, each list bounded so that a
-#: small model under a grammar cannot loop on it.
+#: small model under a grammar cannot loop on it. Strings have no ``maxLength``: llama.cpp turns
+#: one into a nested rule per character, refuses a few hundred of them ("exceeds sane defaults")
+#: and llama-cpp-python's server then crashed; ``max_tokens`` (:func:`_cap_tokens`) bounds them.
 SUMMARY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -149,8 +151,11 @@ class SummaryOutcome:
 
 
 def _cap_tokens(budget: int) -> int:
-    """The most tokens a summary may take (and the side call's ``max_tokens``)."""
-    return max(_words_for(budget) * 2, int(budget * SUMMARY_CAP_SHARE))
+    """The most tokens a summary may take (and the side call's ``max_tokens``):
+    twice the words it aims at (JSON and all), within :data:`SUMMARY_CAP_SHARE`
+    of the budget. A model that loops stops here, so this bounds a side call's
+    time too (tokens)."""
+    return min(int(budget * SUMMARY_CAP_SHARE), max(_words_for(budget) * 2, 160))
 
 
 def _words_for(budget: int) -> int:
