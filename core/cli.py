@@ -32,7 +32,6 @@ from dataclasses import asdict, is_dataclass
 from . import __version__
 from .config import Config, ConfigError
 from .context.cli import add_compact_parser, add_inspect_parser
-from .episodes.cli import add_memory_parser
 from .paths import config_path
 from .session_options import SessionError, SessionOptions, unknown_conversation
 from .text import TerminalText
@@ -66,16 +65,25 @@ def _add_mcp_parser(sub: Any) -> None:
     add_mcp_parser(sub)
 
 
+def _add_memory_parser(sub: Any) -> None:
+    from .episodes.cli import add_memory_parser
+
+    add_memory_parser(sub)
+
+
 def _add_eval_parser(sub: Any) -> None:
     from .eval.cli import add_eval_parser
 
     add_eval_parser(sub)
 
 
-#: Commands whose modules take long to import (the MCP SDK; the evaluation's scenarios): their
-#: parsers are built only when the command line names them (or asks for help); otherwise a stub
-#: with the same one-line help stands in, which nothing can select (issue 12, "Paint first, then open").
+#: Commands whose modules take long to import (episodic memory's queries; the MCP SDK; the
+#: evaluation's scenarios): their parsers are built only when the command line names them (or
+#: asks for help); otherwise a stub with the same one-line help stands in, which nothing can
+#: select (issue 12, "Paint first, then open"; `wisp ask` loads none of them).
 _LATE_COMMANDS: dict[str, tuple[str, Callable[[Any], None]]] = {
+    "memory": ("episodic memory across conversations: list, search, show, forget, status, refine, serve",
+               _add_memory_parser),
     "mcp": ("MCP servers: list them, or serve wisp over MCP", _add_mcp_parser),
     "eval": ("measure whether wisp's context and memory tool help on your model", _add_eval_parser),
 }
@@ -137,11 +145,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     st.add_argument("value")
     un = cfg_sub.add_parser("unset", help="return a setting to its default")
     un.add_argument("key")
-    add_memory_parser(sub)  # `wisp memory …` (issue "Episodic memory")
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
     add_compact_parser(sub)  # `wisp compact` (issue "Compaction you can see and trust")
     words = None if argv is None else set(argv)
-    for name, (help_line, add) in _LATE_COMMANDS.items():  # `wisp mcp list|serve` (issue 15), `wisp eval`
+    for name, (help_line, add) in _LATE_COMMANDS.items():  # `wisp memory …`, `wisp mcp …` (issue 15), `wisp eval`
         if words is None or words & {name, "-h", "--help"}:
             add(sub)
         else:
