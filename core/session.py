@@ -183,6 +183,24 @@ class Opening:
         await self.store.close()
 
 
+#: The modules :class:`Session` is built from (imported when it is built).
+SESSION_PARTS = ("agent", "context.composer", "context.manager", "context.notes", "context.shapes",
+                 "episodes.capture", "mcp", "memory.verbs", "model.link", "model.sidecall", "tool_names",
+                 "tools.approval", "tools.registry")
+
+
+def preload() -> None:
+    """Import :data:`SESSION_PARTS`, so that a caller can do it away from
+    its event loop (the TUI does, in a thread, once the stored turns are on
+    screen: importing them takes about a tenth of a second, during which a
+    loop would not paint; issue 12, "Paint first, then open"). Building a
+    session then imports nothing. Raises what an import raises."""
+    import importlib
+
+    for part in SESSION_PARTS:
+        importlib.import_module(f"{__package__}.{part}")
+
+
 class Session:
     """An open session. Use ``async with await Session.open(options)`` or call
     :meth:`close`.

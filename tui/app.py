@@ -177,6 +177,9 @@ class WispApp(ConversationActions, Guarded, App[int]):
                 await self.show_page(conversation)
                 self.prompt_input.prompt_history = await prompt_history(opening.store, conversation)
             try:
+                from wisp.core.session import preload
+
+                await asyncio.to_thread(preload)  # the rest of the core, while the screen paints and answers
                 self.session = await opening.build()
             except Exception as exc:
                 await opening.close()
