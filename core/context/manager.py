@@ -238,8 +238,9 @@ class ContextManager:
         if ctx.over_budget and inputs.current is not None:
             # fitting step 3 for the rest: the turns that could leave have left (or no summary could be
             # written of them), so the current turn is cut to the room they leave
+            left = set(ctx.left)
             ctx = build(dataclasses.replace(inputs, summary=ctx.summary, cut_to_room=True,
-                                            ended=[t for t in inputs.ended if t[0] not in set(ctx.left)]))
+                                            ended=[t for t in inputs.ended if t[0] not in left]))
         shown = ctx.cut[:3]
         for c in shown:  # fitting step 3: a paste or an output too big for the window goes cut
             what = "your prompt" if c.kind == "prompt" else "a tool's output"
