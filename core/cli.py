@@ -248,6 +248,10 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
         print(f"wisp: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        if args.command == "ask":  # the turn was stopped and recorded as such (issue 11: nothing is lost)
+            lead = "\n" if sys.stderr.isatty() else ""
+            print(f"{lead}wisp: stopped (Ctrl+C); what the model had said is kept, and `wisp ask --continue` "
+                  "goes on from it.", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `wisp conversations | head`: the reader left; say nothing
         _silence_stdout()
@@ -403,7 +407,18 @@ async def _ask(args: argparse.Namespace) -> int:
             return EXIT_ENDPOINT
         code = EXIT_OK
         wrote_text = False
+        mid_line = False  # the reply's last text did not end its line
         shown_keys: set[str] = set()
+
+        def to_stderr(line: str) -> None:
+            """A line for the person: on its own line, when the reply shares the terminal with it."""
+            nonlocal mid_line
+            if mid_line and out.isatty():
+                out.write("\n")
+                out.flush()
+                mid_line = False
+            print(line, file=sys.stderr)
+
         async for item in session.run_turn(prompt, supersedes=supersedes):
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(item), ensure_ascii=False) + "\n")
@@ -416,8 +431,9 @@ async def _ask(args: argparse.Namespace) -> int:
                 out.write(item.text)
                 out.flush()
                 wrote_text = True
+                mid_line = bool(item.text) and not item.text.endswith("\n") or (mid_line and not item.text)
             elif isinstance(item, ev.ToolCall):
-                print(f"[{item.name} {json.dumps(item.arguments, ensure_ascii=False)}]", file=sys.stderr)
+                to_stderr(f"[{item.name} {json.dumps(item.arguments, ensure_ascii=False)}]")
             elif isinstance(item, ev.ToolOutput):  # a command's output as it runs
                 sys.stderr.write(item.text)
                 sys.stderr.flush()
@@ -443,7 +459,7 @@ async def _ask(args: argparse.Namespace) -> int:
                     continue  # one line per changing state (the wait for a loading model)
                 if item.key is not None:
                     shown_keys.add(item.key)
-                print(f"wisp: {item.text}", file=sys.stderr)
+                to_stderr(f"wisp: {item.text}")
             elif isinstance(item, ev.Error):
                 if wrote_text:
                     out.write("\n")

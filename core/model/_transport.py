@@ -376,10 +376,14 @@ class HttpEndpoint:
 
     def keep_alive(self, clock: "ReplyClock") -> KeepAlive | None:
         """A :class:`KeepAlive` for a keep-alive line (a blank line, an SSE
-        comment), at most one every :data:`KEEP_ALIVE_EVERY_S` seconds."""
+        comment), at most one every :data:`KEEP_ALIVE_EVERY_S` seconds, and
+        only when no data has come for that long: sse-starlette (under
+        llama-cpp-python's server) sends ``: ping`` comments every 15 s while
+        the reply streams, which are no wait (a new user saw the notice in
+        the middle of a streaming reply)."""
         clock.keep_alives += 1
         now = asyncio.get_running_loop().time()
-        if now - clock.last_shown < KEEP_ALIVE_EVERY_S:
+        if now - max(clock.last_shown, clock.last_data) < KEEP_ALIVE_EVERY_S:
             return None
         clock.last_shown = now
         return KeepAlive(waited_s=now - clock.started, limit_s=self.reply_timeout_s)
@@ -630,15 +634,21 @@ class HttpEndpoint:
 class ReplyClock:
     """The clock of one reply: ``started`` (event-loop time, seconds),
     ``limit_s`` (``reply_timeout_s``), the keep-alive lines seen so far and
-    when a :class:`KeepAlive` was last given."""
+    when a :class:`KeepAlive` was last given and data last came (event-loop
+    time: :meth:`saw_data`)."""
 
-    __slots__ = ("started", "limit_s", "keep_alives", "last_shown")
+    __slots__ = ("started", "limit_s", "keep_alives", "last_shown", "last_data")
 
     def __init__(self, started: float, limit_s: float) -> None:
         self.started = started
         self.limit_s = limit_s
         self.keep_alives = 0
         self.last_shown = started
+        self.last_data = started
+
+    def saw_data(self) -> None:
+        """A line of the reply's data arrived (not a keep-alive)."""
+        self.last_data = asyncio.get_running_loop().time()
 
     @property
     def deadline(self) -> float:

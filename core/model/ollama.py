@@ -280,6 +280,7 @@ class OllamaEndpoint(HttpEndpoint):
                 if waiting is not None:
                     yield waiting
                 continue
+            clock.saw_data()
             try:
                 obj = loads(line)
             except ValueError:

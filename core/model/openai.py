@@ -501,6 +501,7 @@ class OpenAIEndpoint(HttpEndpoint):
                 event_type = ""  # a blank line ends the SSE event
                 continue
             idle = False
+            clock.saw_data()
             if line.startswith("error:"):  # older llama.cpp: the failure as its own SSE field
                 raise self._sse_error(line[len("error:"):].strip())
             if line.startswith("event:"):

@@ -256,3 +256,31 @@ def test_help_names_the_config_file_wisp_home_points_at(tmp_path) -> None:
                        env={**os.environ, "WISP_HOME": str(tmp_path), "COLUMNS": "400"})
     assert r.returncode == 0 and "~/.wisp" not in r.stdout
     assert f"show or change settings in {tmp_path / 'config.json'}" in " ".join(r.stdout.split())
+
+
+def test_ctrl_c_in_ask_says_the_reply_so_far_is_kept_and_it_is(ollama_home, tmp_path: Path) -> None:
+    """A new user pressed Ctrl+C in `wisp ask`: the partial reply was kept, but nothing said so."""
+    import select
+    import signal
+
+    from tests.support.fakes import pause
+
+    home, srv = ollama_home
+    srv.script.append(reply("first words ", pause(30), "never sent"))
+    proc = subprocess.Popen([WISP, "ask", "tell me a long story"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path, env=os.environ.copy())
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no reply text within 60 s"
+        first = os.read(proc.stdout.fileno(), 4096)
+        proc.send_signal(signal.SIGINT)
+        rest, errb = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    out, err = (first + rest).decode(), errb.decode()
+    assert proc.returncode == 130, err
+    assert out.startswith("first words")
+    assert "stopped (Ctrl+C)" in err and "wisp ask --continue" in err
+    exported = json.loads(wisp("export", "1", "--format", "json").stdout)
+    replies = [e for e in exported["entries"] if e["kind"] == "reply"]
+    assert replies and replies[-1]["content"].startswith("first words")

@@ -95,6 +95,24 @@ async def test_a_normal_stream_gives_no_keep_alive_events() -> None:
         assert error is None and not [e for e in events if isinstance(e, mb.KeepAlive)]
 
 
+async def test_pings_between_the_data_of_a_streaming_reply_are_no_wait() -> None:
+    """sse-starlette (llama-cpp-python's server) sends ``: ping`` comments every 15 s while the reply
+    streams; a new user saw "Waiting for the reply" in the middle of the reply. A keep-alive is a wait
+    only when no data has come for KEEP_ALIVE_EVERY_S."""
+    from tests.support.fakes import pause
+
+    steps = []
+    for i in range(14):  # 2.1 s of data, a ping after every piece
+        steps += [pause(0.15), text(f"w{i} "), raw(": ping - 2026-12-01 12:00:00\n\n")]
+    with FakeOpenAI([reply(*steps)]) as srv:
+        ep = endpoint(srv, reply_timeout_s=30)
+        events, error = await collect(ep)
+        await ep.aclose()
+    assert error is None
+    assert "".join(e.text for e in events if isinstance(e, mb.TextDelta)).startswith("w0 w1 ")
+    assert not [e for e in events if isinstance(e, mb.KeepAlive)]
+
+
 async def test_a_slow_json_answer_is_bounded_too() -> None:
     """/api/show (a plain request) falls under the same deadline."""
     with FakeOllama([fault.trickle(every=0.1)]) as srv:
