@@ -254,6 +254,14 @@ async def inspect_context(manager: Any, conversation: int) -> ContextReport:
     link = getattr(manager, "model_state", None)
     if link is not None and hasattr(link, "as_sent"):
         report.tool_mode, report.messages, report.tools = link.as_sent(report.messages, report.tools)
+        if report.tools and getattr(link, "tool_mode_known", True) is False:
+            # from a shell nothing is connected, so how the server takes tools is not known yet (a new
+            # user saw native here and prompted in the TUI: issue "Real models, real work")
+            report.tool_mode = "unknown"
+            report.rows = [dataclasses.replace(row, hint=(
+                "not connected, so counted as schemas; a server that drops `tools` (the embedded one) gets "
+                "them in the system message, as /inspect context in wisp shows: " + row.hint))
+                if row.key == "tools" else row for row in report.rows]
     endpoint = getattr(link, "endpoint", None)
     await count_exactly(report, ctx, getattr(endpoint, "count_tokens", None))
     costs = getattr(manager, "costs", {}).get(conversation, {})

@@ -266,6 +266,13 @@ class ModelLink:
         setting = self.config.get("model.tool_mode")
         return make_layer(setting, schemas) if setting in ("native", "prompted") else None
 
+    @property
+    def tool_mode_known(self) -> bool:
+        """Whether how the endpoint takes tools is known: connected, or set by
+        config ``model.tool_mode`` (``auto`` is known only once connected)."""
+        return isinstance(self.endpoint, ToolModeEndpoint) or self.config.get("model.tool_mode") in ("native",
+                                                                                                  "prompted")
+
     def as_sent(self, messages: list[dict[str, Any]], schemas: list[dict[str, Any]]
                 ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
         """``(mode, messages, tools)`` exactly as the next request sends them

@@ -59,8 +59,12 @@ def test_wisp_inspect_context_shows_the_prompted_layer_the_config_asks_for(wisp_
                                  "model.timeout_s": 5, "tools.enabled": ["read_file"], "model.tool_mode": "prompted"})
         prompted = json.loads(subprocess.run([WISP, "inspect", "context", "--json"], cwd=tmp_path, env=env,
                                              capture_output=True, text=True, timeout=60).stdout)
-    assert native["tool_mode"] == "native" and [t["function"]["name"] for t in native["request"]["tools"]] == \
+    # model.tool_mode auto, and nothing connected from a shell: the mode is unknown and the row says so
+    # (a new user saw "native" here and the prompted layer in the TUI)
+    assert native["tool_mode"] == "unknown" and [t["function"]["name"] for t in native["request"]["tools"]] == \
         ["read_file"]
+    auto_row = {layer["key"]: layer for layer in native["layers"]}["tools"]
+    assert auto_row["hint"].startswith("not connected, so counted as schemas")
     assert prompted["tool_mode"] == "prompted" and prompted["request"]["tools"] == []
     assert "read_file" in prompted["request"]["messages"][0]["content"]
     tools = {layer["key"]: layer for layer in prompted["layers"]}["tools"]
