@@ -329,8 +329,12 @@ class Agent:
                     yield r
                 if cut:
                     state = "cut"
-                    yield ev.Notice("The reply stopped at the model's output limit and is cut, "
-                                    "not finished. Ask it to go on, or raise the limit.", level="warning")
+                    cap = self.settings.max_tokens
+                    which = (f"model.max_tokens ({cap:,} tokens; raise it with `wisp config set model.max_tokens "
+                             f"N`)" if cap else "the server's own cap, or the end of the model's window "
+                             "(model.max_tokens is not set)")
+                    yield ev.Notice(f"The reply stopped at its output limit, {which}: it is cut, not finished. "
+                                    "Ask it to go on.", level="warning")
                     break
                 if not step.calls:
                     if not final_reply.strip() and step_thinking:

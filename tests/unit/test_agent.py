@@ -121,6 +121,9 @@ async def test_cut_reply_is_marked_cut(any_home, tmp_path: Path) -> None:
         assert recorded.cut
         entry = (await s.store.entries(s.conversation_id))[-1]
         assert entry.meta.get("cut") is True
+        # the notice names the limit: here model.max_tokens is not set (a new user could not tell which)
+        [note] = [e for e in events if isinstance(e, ev.Notice) and "output limit" in e.text]
+        assert "model.max_tokens is not set" in note.text and "Ask it to go on" in note.text
 
 
 FAULTS = [
