@@ -230,7 +230,8 @@ class ContextManager:
         if ctx.must_leave:
             # fitting step 2: the running summary takes over old turns
             if progress is not None:
-                progress(ev.Notice(f"Writing the running summary of turns {turn_ranges(ctx.must_leave)}, so that "
+                writing = self.summariser.plan(ctx)
+                progress(ev.Notice(f"Writing the running summary of turns {turn_ranges(writing)}, so that "
                                    "they can leave the model's window; the reply starts after it.",
                                    key="summary-writing", transient=True))
             more, ctx = await self._summarise(inputs, ctx, turn)
@@ -359,7 +360,9 @@ class ContextManager:
         events: list[ev.AgentEvent] = []
         for v in outcome.versions:
             events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
-        covered = turn_ranges(sorted({t for v in outcome.versions for t in v.covers}))
+        before = set(ctx.summary.covers) if ctx.summary is not None else set()
+        # the turns this summary takes over (the notices name these, as "Writing …" did)
+        covered = turn_ranges(sorted({t for v in outcome.versions for t in v.covers} - before))
         if outcome.failed and outcome.versions:
             events.append(ev.Notice(f"The model could not write the running summary ({outcome.failed}); wisp "
                                     f"wrote it from the turns' identifiers and your own words, so turns {covered} "

@@ -31,10 +31,10 @@ Issue "Layered context", "Running summary":
 - Each version writes a ``summary.recorded`` audit event; a failed side
   call writes ``summary.failed`` (reason, turns).
 
-When: :meth:`Summariser.plan` picks the oldest turns that must leave for the
-request to fit, and, so that the side call is not needed before every
-request, enough of them that the turns left fill at most
-:data:`TARGET_SHARE` of the room the other layers leave. The turns of one side call are limited
+When: :meth:`Summariser.plan` takes the oldest turns the composer says must
+leave for the request to fit (``must_leave``: enough that the request uses at
+most :data:`~wisp.core.context.composer.LOW_WATER` of its budget, so that the
+side call is not needed before every request). The turns of one side call are limited
 to what fits in the window with room for the summary (several calls, each
 a version, when they do not).
 """
@@ -53,12 +53,9 @@ from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_range
 from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .turns import OutputRef, ToolFlags, transcript, turn_outputs
 
-__all__ = ["Summariser", "SummaryOutcome", "SummaryDraft", "SUMMARY_RULES", "SUMMARY_SCHEMA", "TARGET_SHARE",
+__all__ = ["Summariser", "SummaryOutcome", "SummaryDraft", "SUMMARY_RULES", "SUMMARY_SCHEMA",
            "SUMMARY_SHARE", "MAX_CALLS", "read_summary", "complete_summary"]
 
-#: After a summary, the turns left in the window should fill at most this
-#: share of the room the other layers leave them.
-TARGET_SHARE = 0.6
 #: The summary's text aims at this share of the budget (in words, about ¾ of the tokens).
 SUMMARY_SHARE = 0.12
 #: A summary longer than this share of the budget (tokens) is cut by wisp: it would not free the room.
@@ -364,22 +361,12 @@ class Summariser:
 
     def plan(self, ctx: ComposedContext) -> list[int]:
         """The ended turns (oldest first) to summarise before ``ctx``'s
-        request: none when it fits; else the oldest turns not known to fail,
-        enough that the turns left fill :data:`TARGET_SHARE` of their room."""
-        if not ctx.must_leave:
-            return []
-        turns_tokens = sum(s.tokens for s in ctx.turns)
-        fixed = ctx.total - turns_tokens  # rules, tools, facts, task, summary, current turn
-        room = max(0, ctx.budget - fixed)
-        target = fixed + int(room * TARGET_SHARE)
-        over = ctx.total - target
-        chosen: list[int] = []
-        for s in ctx.turns:
-            if over <= 0:
-                break
-            chosen.append(s.number)
-            over -= s.tokens
-        return chosen
+        request: those the composer says must leave (``ctx.must_leave``: none
+        when it fits, else enough for the request to use at most
+        :data:`~wisp.core.context.composer.LOW_WATER` of its budget). One
+        rule, the composer's, so that what the person is told will leave is
+        what leaves."""
+        return list(ctx.must_leave)
 
     # -- the side call -----------------------------------------------------------
 

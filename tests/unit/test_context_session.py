@@ -375,10 +375,17 @@ async def test_while_the_running_summary_is_written_the_turn_says_so(wisp_home: 
         writing: list[ev.Notice] = []
         for n in range(1, 13):
             srv.push(reply(text(f"answer {n}: " + "words of a long reply " * 30)))
+            changed: list[ev.SummaryChanged] = []
             async for e in s.run_turn(f"question {n} about src/mod{n}.py " + "padding " * 20):
                 if isinstance(e, ev.Notice) and e.key == "summary-writing":
                     writing.append(e)
                     seen.set()
+                if isinstance(e, ev.SummaryChanged):
+                    changed.append(e)
             if writing:
                 break
     assert writing and writing[0].transient and "running summary of turns" in writing[0].text
+    # it names the turns the summary then takes over (a new user saw "turns 13–22" then "turns 1–19")
+    from wisp.core.context.summary import turn_ranges
+
+    assert changed and f"of turns {turn_ranges(sorted(changed[-1].covers))}," in writing[0].text
