@@ -381,11 +381,18 @@ class WispApp(ConversationActions, Guarded, App[int]):
         from wisp.core.commands import run_command
 
         assert self.session is not None
-        waiting = Notice("Asking the model for a summary to preview (nothing changes until you apply it)…")
+        line = "Asking the model for a summary to preview (nothing changes until you apply it)"
+        waiting = Notice(line + "…")
         await self.chat.add(waiting)
+        started, was = time.monotonic(), self.status.state
+        self.status.state = "summarising"  # a new user saw "ready" for the five minutes it took
+        ticker = self.set_interval(1.0, lambda: waiting.set_text(
+            f"{line}: {time.monotonic() - started:.0f} s so far…"))
         try:
             result = await run_command(self.session, text)
         finally:
+            ticker.stop()
+            self.status.state = was
             await waiting.remove()
         await self.show_command_result(text, result)
 

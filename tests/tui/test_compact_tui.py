@@ -132,3 +132,29 @@ async def test_nothing_to_compact_is_said_in_the_chat(ollama_home, tmp_path: Pat
         await pilot.press("enter")  # nothing to apply: it closes
         await until(pilot, lambda: not isinstance(app.screen, CompactScreen), "the preview to close")
         assert await versions(app) == []
+
+
+async def test_while_the_preview_is_written_the_status_and_the_line_say_so(ollama_home, tmp_path: Path) -> None:
+    """A new user saw "● ready" and no sign of progress for the five minutes a /compact side call
+    took on SmolLM2: the status bar says "summarising" and the line counts the seconds."""
+    import asyncio
+
+    release = asyncio.Event()
+
+    class Slow(SummarisingSideCall):
+        async def complete(self, messages, **kw):  # type: ignore[override]
+            await asyncio.wait_for(release.wait(), 30)
+            return await super().complete(messages, **kw)
+
+    app = WispApp(SessionOptions(workdir=tmp_path, tools=[], side_call=Slow("small")))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        for prompt in PROMPTS:
+            await send(pilot, app, prompt)
+        await command(pilot, app, "/compact")
+        await until(pilot, lambda: app.status.state == "summarising", "the status to say summarising")
+        await until(pilot, lambda: any("s so far" in str(n.render()) for n in app.query("Notice")),
+                    "the line to count the seconds", limit=400)
+        release.set()
+        await preview_open(pilot, app)
+        assert app.status.state == "ready"
