@@ -340,7 +340,11 @@ def test_wisp_compact_dry_run_json_lists_the_turns_leaving_and_the_identifiers_k
                   "docs/part75.txt", "src/demo/parse.py", "PRS-101"):
         assert ident in summary["kept"] and in_layer(ident), ident
     assert all(in_layer(k) for k in summary["kept"]), [k for k in summary["kept"] if not in_layer(k)]
-    assert summary["model"] == chat.model
+    # the model's part, or none: a 135M model under a grammar may answer with empty sections (a CI run saw
+    # it), and then the summary is wisp's alone and says so; wisp's part holds either way
+    assert summary["model"] in (chat.model, None), summary["model"]
+    if summary["model"] is None:
+        assert summary["completion"] == summary["text"] and not summary["model_part"].strip()
     assert preview["tokens"]["after"] < preview["tokens"]["before"]
     # a dry run changes nothing
     after = chat.wisp_json("inspect", "context", "--json")
