@@ -155,6 +155,7 @@ async def test_while_the_preview_is_written_the_status_and_the_line_say_so(ollam
         await until(pilot, lambda: app.status.state == "summarising", "the status to say summarising")
         await until(pilot, lambda: any("s so far" in str(n.render()) for n in app.query("Notice")),
                     "the line to count the seconds", limit=400)
+        screenshot(app, "compact-waiting")
         release.set()
         await preview_open(pilot, app)
         assert app.status.state == "ready"
