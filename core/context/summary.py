@@ -13,6 +13,8 @@ turn. The side call that writes a version is in
 from __future__ import annotations
 
 import json
+from collections import Counter
+from functools import lru_cache
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -291,25 +293,36 @@ def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
     return line
 
 
+@lru_cache(maxsize=4096)
+def _called_items(arguments: str) -> tuple[Item, ...]:
+    """What a tool call's ``arguments`` name (:func:`extract_items`), sorted;
+    kept, since the summary layer is written again for every request."""
+    return tuple(sorted(extract_items(arguments)))
+
+
 def _first_listed(refs: list[OutputRef], costs: list[int], text: str, cap: int,
                   chars_per_token: float | None) -> int:
     """How many of the oldest references to leave out of the summary layer so
     that the newest ones listed (``costs``: their lines' tokens) and the line
     naming what the others' calls named fit ``cap`` tokens. The newest fill a
     quarter of the cap in any case; then a name costs a few tokens and a line
-    a few dozen, so the names come before more lines."""
-    items = [sorted(i.text for i in extract_items(r.arguments)) for r in refs]
+    a few dozen, so the names come before more lines. Linear in the
+    references (it runs with every request)."""
+    items = [[t for t in sorted({i.text for i in _called_items(r.arguments)}) if t not in text] for r in refs]
     start, used = len(refs), 0
     while start > 0 and used + costs[start - 1] <= cap // 4:  # the newest quarter are listed whatever the names
         start -= 1
         used += costs[start]
-    while start > 0:
-        names = {t for group in items[:start - 1] for t in group if t not in text}
-        note = sum(estimate_tokens(t + ", ", chars_per_token) for t in names) + 40
-        if used + costs[start - 1] + note > cap:
-            break
+    unlisted = Counter(t for group in items[:max(0, start - 1)] for t in group)  # if refs[start - 1] is listed
+    note = sum(estimate_tokens(t + ", ", chars_per_token) for t in unlisted) + 40
+    while start > 0 and used + costs[start - 1] + note <= cap:
         start -= 1
         used += costs[start]
+        for t in items[start - 1] if start > 0 else ():  # refs[start - 1] joins the listed next time round
+            unlisted[t] -= 1
+            if not unlisted[t]:
+                del unlisted[t]
+                note -= estimate_tokens(t + ", ", chars_per_token)
     return start
 
 
@@ -324,7 +337,7 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
             "the person can /show any of them")
     named: list[str] = []
     for r in reversed(refs):
-        for item in sorted(extract_items(r.arguments)):
+        for item in _called_items(r.arguments):
             if item.text not in named and not is_present(item, shown):
                 named.append(item.text)
     if not named:
