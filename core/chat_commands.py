@@ -91,8 +91,9 @@ async def export_command(session: Any, words: list[str], rest: str) -> CommandRe
     text = to_json(data) if fmt == "json" else to_markdown(data)
     try:
         atomic_write_private(path, text.encode("utf-8"))
-    except OSError as exc:
-        return _error(f"Cannot write {path}: {exc.strerror or exc}. Name another file: /export {fmt} FILE")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name (found by the command fuzz)
+        reason = getattr(exc, "strerror", None) or exc
+        return _error(f"Cannot write {str(path)!r}: {reason}. Name another file: /export {fmt} FILE")
     what = "JSON" if fmt == "json" else "Markdown"
     return CommandResult(f"Exported conversation {cid} ({len(data['turns'])} turns) as {what} to `{path}`.",
                          data={"path": str(path), "format": fmt, "conversation": cid})

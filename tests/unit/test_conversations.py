@@ -308,6 +308,8 @@ async def test_copy_and_title_commands(home, tmp_path: Path) -> None:
         js = await run_command(s, "/export json sub/out.json")
         assert json.loads((tmp_path / "sub" / "out.json").read_text())["format"] == "wisp-conversation"
         assert (await run_command(s, "/export json a b")).error
+        nul = await run_command(s, "/export \x00")  # found by the command fuzz: a ValueError escaped
+        assert nul.error and "Name another file" in nul.text
 
 
 # --- models and profiles ------------------------------------------------------------------
