@@ -431,7 +431,8 @@ async def _ask(args: argparse.Namespace) -> int:
                 out.write(item.text)
                 out.flush()
                 wrote_text = True
-                mid_line = bool(item.text) and not item.text.endswith("\n") or (mid_line and not item.text)
+                if item.text:
+                    mid_line = not item.text.endswith("\n")
             elif isinstance(item, ev.ToolCall):
                 to_stderr(f"[{item.name} {json.dumps(item.arguments, ensure_ascii=False)}]")
             elif isinstance(item, ev.ToolOutput):  # a command's output as it runs

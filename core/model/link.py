@@ -259,12 +259,11 @@ class ModelLink:
     def _layer(self, schemas: list[dict[str, Any]] | None) -> ToolLayer | None:
         """The connected endpoint's layer; not connected, the one config
         ``model.tool_mode`` names (``None`` for ``auto``: unknown until connected)."""
-        if not schemas:
+        if not schemas or not self.tool_mode_known:
             return None
         if isinstance(self.endpoint, ToolModeEndpoint):
             return self.endpoint.layer_now(schemas)
-        setting = self.config.get("model.tool_mode")
-        return make_layer(setting, schemas) if setting in ("native", "prompted") else None
+        return make_layer(self.config.get("model.tool_mode"), schemas)
 
     @property
     def tool_mode_known(self) -> bool:
