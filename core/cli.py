@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from dataclasses import asdict, is_dataclass
 
-from . import __version__
+from . import __version__, collector
 from .config import Config, ConfigError
 from .context.cli import add_compact_parser, add_inspect_parser
 from .paths import config_path
@@ -219,6 +219,7 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
             return run_tui(options)
         if args.command == "ask":
             return asyncio.run(_ask(args))
+        collector.started()  # the other commands are not timed: the garbage collector runs as usual
         if args.command == "conversations":
             return asyncio.run(_conversations(args))
         if args.command == "export":
@@ -372,6 +373,7 @@ async def _ask(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     async with await Session.open(session_options(args, "ask")) as session:
+        collector.started()  # what one turn needs is imported and open (issue 12, "wisp ask one turn")
         for problem in session.startup_problems:
             print(f"wisp: {problem}", file=sys.stderr)
         for note in session.startup_notes:

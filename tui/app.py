@@ -31,6 +31,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.worker import Worker, WorkerState
 
+from wisp.core import collector
 from wisp.core.text import terminal_safe
 from wisp.themes import STYLESHEET
 
@@ -186,6 +187,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
                 await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
                 self.status.state = "error"
                 return
+            collector.started()  # the core is imported and the session built: the garbage collector runs again
             s = self.session
             self.apply_theme()
             for problem in s.mcp.problems:  # AGENTS.md's were shown with the conversation
@@ -199,6 +201,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
             if self._connect:
                 await self.connect()
         finally:
+            collector.started()  # also when the session could not open
             self.ready.set()
 
     def _conversation_shown(self) -> int | None:

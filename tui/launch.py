@@ -7,10 +7,12 @@ Textual: core's :func:`wisp.core.cli.main` receives :func:`run_tui` as a callbac
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wisp.core.cli import main as cli_main
-from wisp.core.session_options import SessionOptions
+from wisp.core import collector
+
+if TYPE_CHECKING:
+    from wisp.core.session_options import SessionOptions
 
 
 def exit_status(app: Any, returned: Any) -> int:
@@ -36,5 +38,14 @@ def run_tui(options: SessionOptions) -> int:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    sys.exit(cli_main(sys.argv[1:], run_tui=run_tui))
+    """Console-script entry point. The garbage collector is held while wisp
+    starts and frozen before it exits (:mod:`wisp.core.collector`)."""
+    collector.hold()  # before the imports: startup makes no garbage worth a collection
+    try:
+        from wisp.core.cli import main as cli_main
+
+        status = cli_main(sys.argv[1:], run_tui=run_tui)
+    finally:
+        collector.started()  # a command that never said it started: the collector is back on for its cleanup
+    collector.before_exit()
+    sys.exit(status)
