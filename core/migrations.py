@@ -98,17 +98,15 @@ def _now() -> str:
 
 
 async def _version(db: Any) -> int:
-    async with db.execute("PRAGMA user_version") as cur:
-        return int((await cur.fetchone())[0])
+    ((version,),) = await db.execute_fetchall("PRAGMA user_version")
+    return int(version)
 
 
 async def applied_steps(db: Any) -> set[str]:
     """The ``owner.name`` of every step the database has had (empty before any)."""
-    async with db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_migrations'") as cur:
-        if await cur.fetchone() is None:
-            return set()
-    async with db.execute("SELECT owner || '.' || name FROM _migrations") as cur:
-        return {str(r[0]) for r in await cur.fetchall()}
+    if not await db.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_migrations'"):
+        return set()
+    return {str(r[0]) for r in await db.execute_fetchall("SELECT owner || '.' || name FROM _migrations")}
 
 
 async def migrate(db: Any, path: Path, steps: Sequence[Migration]) -> list[str]:

@@ -520,16 +520,15 @@ class Store:
         params = tuple(params)
         if not fits(params):
             return None
-        async with self.db.execute(sql, params) as cur:
-            return await cur.fetchone()
+        rows = await self.db.execute_fetchall(sql, params)  # one trip to the database's thread
+        return next(iter(rows), None)
 
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         """Every row of a read (none when a number cannot be stored; see :func:`fits`)."""
         params = tuple(params)
         if not fits(params):
             return []
-        async with self.db.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return list(await self.db.execute_fetchall(sql, params))
 
     # -- conversations ----------------------------------------------------------
 
@@ -772,23 +771,16 @@ class Store:
         or already replaced."""
         async with self.transaction() as db:
             now = utc_now()
-            async with db.execute(
-                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
-            ) as cur:
-                if cur.rowcount == 0:
-                    raise StoreError(f"no conversation {conversation_id}")
+            cur = await db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+            if cur.rowcount == 0:
+                raise StoreError(f"no conversation {conversation_id}")
             await self._refuse_if_held(db, conversation_id)
-            async with db.execute(
-                "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?",
-                (conversation_id,),
-            ) as cur:
-                number = (await cur.fetchone())[0]
+            (number,), = await db.execute_fetchall(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?", (conversation_id,))
             if supersedes is not None:
-                async with db.execute(
+                old = next(iter(await db.execute_fetchall(
                     "SELECT state, superseded_by FROM turns WHERE conversation_id = ? AND number = ?",
-                    (conversation_id, supersedes),
-                ) as cur:
-                    old = await cur.fetchone()
+                    (conversation_id, supersedes))), None)
                 if old is None:
                     raise StoreError(f"no turn {supersedes} in conversation {conversation_id}")
                 if old[0] == "open":
@@ -836,8 +828,7 @@ class Store:
                 " WHERE id = (SELECT conversation_id FROM turns WHERE id = ?)",
                 (now, turn_id),
             )
-            async with db.execute(f"SELECT {_TURN_COLS} FROM turns WHERE id = ?", (turn_id,)) as c:
-                row = await c.fetchone()
+            (row,) = await db.execute_fetchall(f"SELECT {_TURN_COLS} FROM turns WHERE id = ?", (turn_id,))
         self._running.discard(turn_id)
         return _turn(row)
 
@@ -995,10 +986,9 @@ class Store:
         an ``open`` turn of the conversation belongs to another live process
         (the claim of :meth:`begin_turn`, also kept by
         :meth:`delete_conversation`)."""
-        async with db.execute(self._OPEN_OWNERS, (conversation_id,)) as cur:
-            for (owner,) in await cur.fetchall():
-                if self._held_elsewhere(owner):
-                    raise ConversationBusy(conversation_id, owner)
+        for (owner,) in await db.execute_fetchall(self._OPEN_OWNERS, (conversation_id,)):
+            if self._held_elsewhere(owner):
+                raise ConversationBusy(conversation_id, owner)
 
     async def check_not_busy(self, conversation_id: int) -> None:
         """Raise :class:`ConversationBusy` now when another live wisp runs a
@@ -1084,23 +1074,16 @@ class Store:
         now = utc_now()
         args_json = None if arguments is None else _dumps(arguments)
         async with self.transaction() as db:
-            async with db.execute(
-                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
-            ) as cur:
-                if cur.rowcount == 0:
-                    raise StoreError(f"no conversation {conversation_id}")
+            cur = await db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
+            if cur.rowcount == 0:
+                raise StoreError(f"no conversation {conversation_id}")
             if turn_id is not None:
-                async with db.execute(
-                    "SELECT conversation_id FROM turns WHERE id = ?", (turn_id,)
-                ) as cur:
-                    row = await cur.fetchone()
+                row = next(iter(await db.execute_fetchall("SELECT conversation_id FROM turns WHERE id = ?",
+                                                          (turn_id,))), None)
                 if row is None or row[0] != conversation_id:
                     raise StoreError(f"no turn with id {turn_id} in conversation {conversation_id}")
-            async with db.execute(
-                "SELECT COALESCE(MAX(number), 0) + 1 FROM entries WHERE conversation_id = ?",
-                (conversation_id,),
-            ) as cur:
-                number = (await cur.fetchone())[0]
+            (number,), = await db.execute_fetchall(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM entries WHERE conversation_id = ?", (conversation_id,))
             cur = await db.execute(
                 "INSERT INTO entries (conversation_id, turn_id, number, kind, content, tool_name,"
                 " tool_call_id, arguments, meta, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -1120,8 +1103,7 @@ class Store:
         (a key given as ``None`` is removed); return the entry. Raises
         :class:`StoreError` for an unknown id."""
         async with self.transaction() as db:
-            async with db.execute("SELECT meta FROM entries WHERE id = ?", (entry_id,)) as cur:
-                row = await cur.fetchone()
+            row = next(iter(await db.execute_fetchall("SELECT meta FROM entries WHERE id = ?", (entry_id,))), None)
             if row is None:
                 raise StoreError(f"no entry with id {entry_id}")
             merged = _loads(row[0], {})
@@ -1136,8 +1118,7 @@ class Store:
                 "UPDATE entries SET content = COALESCE(?, content), meta = ? WHERE id = ?",
                 (content, _dumps(merged), entry_id),
             )
-            async with db.execute(f"SELECT {_ENTRY_COLS} FROM entries WHERE id = ?", (entry_id,)) as c:
-                out = await c.fetchone()
+            (out,) = await db.execute_fetchall(f"SELECT {_ENTRY_COLS} FROM entries WHERE id = ?", (entry_id,))
         return _entry(out)
 
     async def set_entry_audit(self, entry_id: int, ref: AuditRef | None) -> None:

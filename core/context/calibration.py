@@ -75,10 +75,8 @@ class Calibration:
     async def get(self, model: str | None) -> CalibrationState:
         """The model's calibration (ratio 1.0 and no samples when none is stored)."""
         name = model or ""
-        async with self.store.db.execute(
-            "SELECT ratio, samples, context_window FROM token_calibration WHERE model = ?", (name,)
-        ) as cur:
-            row = await cur.fetchone()
+        row = next(iter(await self.store.db.execute_fetchall(
+            "SELECT ratio, samples, context_window FROM token_calibration WHERE model = ?", (name,))), None)
         if row is None:
             return CalibrationState(name)
         return CalibrationState(name, float(row[0]), int(row[1]), row[2])

@@ -368,8 +368,7 @@ class FactBook:
         params = tuple(params)
         if not fits(params):  # c9223372036854775808 names no fact
             return []
-        async with self.store.db.execute(sql, params) as cur:
-            return [_fact(r) for r in await cur.fetchall()]
+        return [_fact(r) for r in await self.store.db.execute_fetchall(sql, params)]
 
     async def current(self, conversation: int, *, include_task: bool = True) -> list[Fact]:
         """The current facts of a conversation (proposals included), ordered by
@@ -521,20 +520,18 @@ class FactBook:
         entries_t = tuple(int(e) for e in entries)
         now = _utc_now()
         async with self.store.transaction() as db:
-            async with db.execute(
+            row = next(iter(await db.execute_fetchall(
                 f"SELECT {_COLS} FROM facts WHERE conversation_id = ? AND subject = ? AND name = ?"
-                " AND state = 'current' ORDER BY number DESC LIMIT 1", (conversation, subject, name)
-            ) as cur:
-                row = await cur.fetchone()
+                " AND state = 'current' ORDER BY number DESC LIMIT 1", (conversation, subject, name))), None)
             current = _fact(row) if row else None
             if outranks(current, source):
                 return FactOutcome(None, refused_by=current)
             if (current is not None and current.value == value and current.source == source
                     and current.proposal == bool(proposal)):
                 return FactOutcome(current, unchanged=True)
-            async with db.execute("SELECT COALESCE(MAX(number), 0) + 1 FROM facts WHERE conversation_id = ?",
-                                  (conversation,)) as cur:
-                number = int((await cur.fetchone())[0])
+            ((number,),) = await db.execute_fetchall(
+                "SELECT COALESCE(MAX(number), 0) + 1 FROM facts WHERE conversation_id = ?", (conversation,))
+            number = int(number)
             cur = await db.execute(
                 "INSERT INTO facts (conversation_id, number, subject, name, value, source, method, tool,"
                 " state, proposal, turn, entries, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'current', ?, ?, ?, ?)",

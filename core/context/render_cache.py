@@ -88,10 +88,9 @@ class RenderCache:
             return
         self._read.add(conversation)
         try:
-            async with self.store.db.execute(
-                    "SELECT turn_number, whole, key, messages, refs, tokens FROM turn_renders"
-                    " WHERE conversation_id = ?", (conversation,)) as cur:
-                rows = await cur.fetchall()
+            rows = await self.store.db.execute_fetchall(
+                "SELECT turn_number, whole, key, messages, refs, tokens FROM turn_renders"
+                " WHERE conversation_id = ?", (conversation,))
         except Exception:  # no table (a store opened without the context's steps): memory only
             return
         loads = json.loads

@@ -40,10 +40,9 @@ class ShapeBook:
         """The form remembered for ``endpoint`` (its base URL) and ``model``,
         or ``None`` (none, an unknown form, or older than :data:`SHAPE_TTL`)."""
         cutoff = _stamp(datetime.now(timezone.utc) - SHAPE_TTL)
-        async with self.store.db.execute(
-                "SELECT form FROM side_call_shapes WHERE endpoint = ? AND model = ? AND updated_at >= ?",
-                (endpoint, model, cutoff)) as cur:
-            row = await cur.fetchone()
+        row = next(iter(await self.store.db.execute_fetchall(
+            "SELECT form FROM side_call_shapes WHERE endpoint = ? AND model = ? AND updated_at >= ?",
+            (endpoint, model, cutoff))), None)
         return str(row[0]) if row and row[0] in SHAPE_FORMS else None
 
     async def put(self, endpoint: str, model: str, form: str, reason: str = "") -> None:

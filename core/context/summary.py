@@ -168,26 +168,21 @@ class SummaryBook:
 
     async def newest(self, conversation: int) -> SummaryVersion | None:
         """The newest version, empty or not, or ``None``."""
-        async with self.store.db.execute(
+        row = next(iter(await self.store.db.execute_fetchall(
             f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? ORDER BY version DESC LIMIT 1",
-            (conversation,),
-        ) as cur:
-            row = await cur.fetchone()
+            (conversation,))), None)
         return _version(row) if row else None
 
     async def versions(self, conversation: int) -> list[SummaryVersion]:
         """Every version, oldest first."""
-        async with self.store.db.execute(
-            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? ORDER BY version", (conversation,)
-        ) as cur:
-            return [_version(r) for r in await cur.fetchall()]
+        return [_version(r) for r in await self.store.db.execute_fetchall(
+            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? ORDER BY version", (conversation,))]
 
     async def get(self, conversation: int, version: int) -> SummaryVersion | None:
         """Version ``version``, or ``None``."""
-        async with self.store.db.execute(
-            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND version = ?", (conversation, version)
-        ) as cur:
-            row = await cur.fetchone()
+        row = next(iter(await self.store.db.execute_fetchall(
+            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND version = ?", (conversation, version))),
+            None)
         return _version(row) if row else None
 
     async def as_of(self, conversation: int, moment: str | None) -> list[SummaryVersion]:
@@ -247,9 +242,9 @@ class SummaryBook:
         kept_l = sorted(set(int(t) for t in kept_whole))
         items = {int(k): list(v) for k, v in (items or {}).items()}
         async with self.store.transaction() as db:
-            async with db.execute("SELECT COALESCE(MAX(version), 0) + 1 FROM summaries WHERE conversation_id = ?",
-                                  (conversation,)) as cur:
-                version = int((await cur.fetchone())[0])
+            ((version,),) = await db.execute_fetchall(
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM summaries WHERE conversation_id = ?", (conversation,))
+            version = int(version)
             await db.execute(
                 "INSERT INTO summaries (conversation_id, version, text, covers, kept_whole, refs, items, model,"
                 " attempts, created_at, completion, kept, origin, base, restores, focus)"

@@ -183,7 +183,7 @@ async def save_exchange(store: Any, ex: Exchange) -> int:
     reply, reply_bytes, reply_cut = cap_text(ex.reply)
     now = _now()
     async with store.transaction() as db:
-        cur = await db.execute(
+        rows = await db.execute_fetchall(
             "INSERT INTO episode_exchanges (workspace, transport, channel, thread, sender,"
             " conversation_id, turn_id, turn_number, model, endpoint, outcome, error,"
             " request, request_bytes, request_truncated, reply, reply_bytes, reply_truncated,"
@@ -201,11 +201,9 @@ async def save_exchange(store: Any, ex: Exchange) -> int:
              ex.error, request, request_bytes, int(request_cut), reply, reply_bytes, int(reply_cut),
              ex.requested_at, ex.finished_at, now),
         )
-        row = await cur.fetchone()
-        await cur.close()
+        row = next(iter(rows), None)
         if row is None:  # held by a refiner: leave it as it is
-            async with db.execute("SELECT id FROM episode_exchanges WHERE turn_id = ?", (ex.turn_id,)) as c:
-                row = await c.fetchone()
+            (row,) = await db.execute_fetchall("SELECT id FROM episode_exchanges WHERE turn_id = ?", (ex.turn_id,))
     return int(row[0])
 
 
