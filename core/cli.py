@@ -89,9 +89,71 @@ _LATE_COMMANDS: dict[str, tuple[str, Callable[[Any], None]]] = {
 }
 
 
+def _add_conversations_parser(sub: Any) -> None:
+    """`wisp conversations [search|rm]`."""
+    conv = sub.add_parser("conversations", help=_EARLY_COMMANDS["conversations"][0]())
+    conv.add_argument("--json", action="store_true")
+    conv.add_argument("--limit", type=int, default=50)
+    conv_sub = conv.add_subparsers(dest="conversations_command", metavar="search|rm", parser_class=_Parser)
+    srch = conv_sub.add_parser("search", help="find TEXT in every conversation's prompts and replies")
+    srch.add_argument("text", nargs="+", help="the words to find (all of them, as word beginnings)")
+    srch.add_argument("--json", action="store_true")
+    srch.add_argument("--limit", type=int, default=50)
+    rm = conv_sub.add_parser("rm", help="delete a conversation (says what goes with it)")
+    rm.add_argument("id", type=int, metavar="ID")
+    rm.add_argument("--yes", action="store_true", help="delete it; without --yes, only say what would go")
+    rm.add_argument("--purge-audit", action="store_true", help="also blank its events in the audit log")
+    rm.add_argument("--json", action="store_true")
+
+
+def _add_export_parser(sub: Any) -> None:
+    """`wisp export ID`."""
+    exp = sub.add_parser("export", help=_EARLY_COMMANDS["export"][0]())
+    exp.add_argument("id", type=int, metavar="ID")
+    exp.add_argument("--format", choices=("md", "json"), default="md",
+                     help="md: for people (thinking and tools folded); json: every entry, fact and summary version")
+    exp.add_argument("-o", "--output", type=Path, metavar="FILE", help="the file (default: stdout)")
+
+
+def _add_import_parser(sub: Any) -> None:
+    """`wisp import FILE`."""
+    imp = sub.add_parser("import", help=_EARLY_COMMANDS["import"][0]())
+    imp.add_argument("file", type=Path, metavar="FILE", help="a file written by `wisp export ID --format json`")
+    imp.add_argument("--json", action="store_true")
+    imp.add_argument("--workdir", type=Path, metavar="DIR",
+                     help="the new conversation's working directory (default: the export's)")
+
+
+def _add_config_parser(sub: Any) -> None:
+    """`wisp config list|get|set|unset`."""
+    cfg = sub.add_parser("config", help=_EARLY_COMMANDS["config"][0]())
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="list|get|set|unset", parser_class=_Parser)
+    lst = cfg_sub.add_parser("list", help="every setting with its value")
+    lst.add_argument("--json", action="store_true")
+    get = cfg_sub.add_parser("get", help="one setting")
+    get.add_argument("key")
+    get.add_argument("--json", action="store_true")
+    st = cfg_sub.add_parser("set", help="change a setting (on/off/true/false for booleans)")
+    st.add_argument("key")
+    st.add_argument("value")
+    un = cfg_sub.add_parser("unset", help="return a setting to its default")
+    un.add_argument("key")
+
+
+#: The commands listed before ``inspect`` and ``compact``, with their one-line help: built when
+#: named, like :data:`_LATE_COMMANDS` (issue 12, "wisp ask one turn": argparse spends about 4 ms
+#: building them, and `wisp ask` builds none).
+_EARLY_COMMANDS: dict[str, tuple[Callable[[], str], Callable[[Any], None]]] = {
+    "conversations": (lambda: "list, search or delete stored conversations", _add_conversations_parser),
+    "export": (lambda: "write a conversation as Markdown or JSON", _add_export_parser),
+    "import": (lambda: "restore a JSON export as a new conversation", _add_import_parser),
+    "config": (lambda: f"show or change settings in {config_path()}", _add_config_parser),
+}
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``wisp [options] [COMMAND ...]``. With ``argv`` given,
-    the parsers of :data:`_LATE_COMMANDS` that ``argv`` cannot select (it
+    the parsers of :data:`_EARLY_COMMANDS` and :data:`_LATE_COMMANDS` that ``argv`` cannot select (it
     holds neither their name nor ``-h``/``--help``) are stubs, so that
     parsing loads none of their modules."""
     p = _Parser(prog="wisp", description="A terminal chat client for local language models "
@@ -107,53 +169,24 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ask.add_argument("--model", metavar="NAME", help="use model NAME for this turn (the endpoint must list it)")
     _session_flags(ask)
 
-    conv = sub.add_parser("conversations", help="list, search or delete stored conversations")
-    conv.add_argument("--json", action="store_true")
-    conv.add_argument("--limit", type=int, default=50)
-    conv_sub = conv.add_subparsers(dest="conversations_command", metavar="search|rm", parser_class=_Parser)
-    srch = conv_sub.add_parser("search", help="find TEXT in every conversation's prompts and replies")
-    srch.add_argument("text", nargs="+", help="the words to find (all of them, as word beginnings)")
-    srch.add_argument("--json", action="store_true")
-    srch.add_argument("--limit", type=int, default=50)
-    rm = conv_sub.add_parser("rm", help="delete a conversation (says what goes with it)")
-    rm.add_argument("id", type=int, metavar="ID")
-    rm.add_argument("--yes", action="store_true", help="delete it; without --yes, only say what would go")
-    rm.add_argument("--purge-audit", action="store_true", help="also blank its events in the audit log")
-    rm.add_argument("--json", action="store_true")
-
-    exp = sub.add_parser("export", help="write a conversation as Markdown or JSON")
-    exp.add_argument("id", type=int, metavar="ID")
-    exp.add_argument("--format", choices=("md", "json"), default="md",
-                     help="md: for people (thinking and tools folded); json: every entry, fact and summary version")
-    exp.add_argument("-o", "--output", type=Path, metavar="FILE", help="the file (default: stdout)")
-
-    imp = sub.add_parser("import", help="restore a JSON export as a new conversation")
-    imp.add_argument("file", type=Path, metavar="FILE", help="a file written by `wisp export ID --format json`")
-    imp.add_argument("--json", action="store_true")
-    imp.add_argument("--workdir", type=Path, metavar="DIR",
-                     help="the new conversation's working directory (default: the export's)")
-
-    cfg = sub.add_parser("config", help=f"show or change settings in {config_path()}")
-    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="list|get|set|unset", parser_class=_Parser)
-    lst = cfg_sub.add_parser("list", help="every setting with its value")
-    lst.add_argument("--json", action="store_true")
-    get = cfg_sub.add_parser("get", help="one setting")
-    get.add_argument("key")
-    get.add_argument("--json", action="store_true")
-    st = cfg_sub.add_parser("set", help="change a setting (on/off/true/false for booleans)")
-    st.add_argument("key")
-    st.add_argument("value")
-    un = cfg_sub.add_parser("unset", help="return a setting to its default")
-    un.add_argument("key")
+    _add_commands(sub, argv, _EARLY_COMMANDS)
     add_inspect_parser(sub)  # `wisp inspect context` (issue "Layered context")
     add_compact_parser(sub)  # `wisp compact` (issue "Compaction you can see and trust")
+    _add_commands(sub, argv, _LATE_COMMANDS)  # `wisp memory …`, `wisp mcp …` (issue 15), `wisp eval`
+    return p
+
+
+def _add_commands(sub: Any, argv: Sequence[str] | None,
+                  commands: dict[str, tuple[Any, Callable[[Any], None]]]) -> None:
+    """Each command's parser when ``argv`` may select it (it holds the command's name, or
+    ``-h``/``--help``, or ``argv`` is ``None``), else a stub with the same one-line help
+    (given as text, or as a function that returns it)."""
     words = None if argv is None else set(argv)
-    for name, (help_line, add) in _LATE_COMMANDS.items():  # `wisp memory …`, `wisp mcp …` (issue 15), `wisp eval`
+    for name, (help_line, add) in commands.items():
         if words is None or words & {name, "-h", "--help"}:
             add(sub)
         else:
-            sub.add_parser(name, help=help_line)
-    return p
+            sub.add_parser(name, help=help_line() if callable(help_line) else help_line)
 
 
 def _session_flags(p: argparse.ArgumentParser) -> None:

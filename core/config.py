@@ -37,7 +37,6 @@ All errors are :class:`ConfigError`, whose message is one line.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -47,8 +46,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .paths import atomic_write_private, config_path, default_data_dir
-from .timezones import check_timezone
-from .mcp_config import McpConfigError, parse_mcp_servers
 from .tool_names import MCP_PREFIX, TOOL_NAMES, tool_name_problem
 
 __all__ = [
@@ -204,7 +201,10 @@ def _check_mcp_tool_name(value: str) -> str | None:
 
 def _parse_mcp_servers(value: Any) -> Any:
     """Validate ``mcpServers`` (:func:`wisp.core.mcp_config.parse_mcp_servers`);
-    the value is kept as written, so a pasted entry stays as it was."""
+    the value is kept as written, so a pasted entry stays as it was. Imported here: only a config
+    that names MCP servers needs it (issue 12, "wisp ask one turn")."""
+    from .mcp_config import McpConfigError, parse_mcp_servers
+
     try:
         parse_mcp_servers(value)
     except McpConfigError as exc:
@@ -243,7 +243,10 @@ DEFAULT_ENV_DROP = [
 
 
 def _check_timezone(value: str) -> str | None:
-    """An IANA time zone this machine knows (issue "Episodic memory", "Settings")."""
+    """An IANA time zone this machine knows (issue "Episodic memory", "Settings"). zoneinfo is
+    imported only for a config that sets one."""
+    from .timezones import check_timezone
+
     return check_timezone(value)
 
 
@@ -393,8 +396,10 @@ def suggest_keys(key: str, n: int = 3) -> list[str]:
 
     Uses difflib on the whole dotted name, then keys with the same last part
     (``max_steps`` → ``agent.max_steps``), then the keys of a group
-    (``model`` → ``model.provider``, …).
+    (``model`` → ``model.provider``, …). difflib is imported on a typo only.
     """
+    import difflib
+
     keys = list(SCHEMA)
     out: list[str] = []
 
@@ -815,6 +820,8 @@ def _parse_profiles(raw: Any, path: Path) -> tuple[dict[str, Profile], dict[str,
         for field_name, value in body.items():
             target = PROFILE_FIELDS.get(field_name)
             if target is None:
+                import difflib
+
                 near = difflib.get_close_matches(str(field_name), list(PROFILE_FIELDS), n=1)
                 hint = f"; did you mean {near[0]}?" if near else ""
                 problems[key] = (f"{path}: profile {name!r} has no field {str(field_name)[:40]!r}{hint} "

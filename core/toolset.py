@@ -18,7 +18,6 @@ from typing import Any
 from .agents_md import AgentsMd
 from .command_base import CommandResult
 from .tokens import estimate_tokens
-from .mcp_config import McpConfigError, parse_mcp_servers
 from .tool_names import TOOL_NAMES, mcp_parts, tool_name_problem
 from .tools.base import tool_schema
 
@@ -74,9 +73,15 @@ def choose_tools(cli: list[str] | None, agents: AgentsMd | None, config: Any) ->
 
 
 def _mcp_servers(config: Any) -> list[str]:
-    """The names of the servers config ``mcpServers`` has and does not disable."""
+    """The names of the servers config ``mcpServers`` has and does not disable (none without the
+    key, and then the MCP settings' parser is not even imported)."""
+    servers = config.get("mcpServers")
+    if not servers:
+        return []
+    from .mcp_config import McpConfigError, parse_mcp_servers
+
     try:
-        return list(parse_mcp_servers(config.get("mcpServers") or {}))
+        return list(parse_mcp_servers(servers))
     except McpConfigError:  # the config refuses it on load; a non-strict one may still hold it
         return []
 

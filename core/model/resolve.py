@@ -14,7 +14,7 @@ Settings are plain values (config ``model.*``)::
                      model's trained length)
     tool_mode    "native" | "prompted" | "auto": native starts the embedded
                  server with the function-calling chat format
-    embedded_idle_s  seconds a shared embedded server lives unused
+    embedded_idle_s  seconds a shared embedded server lives unused (None: embedded.DEFAULT_IDLE_S)
     data_dir     where shared embedded servers keep their lock, port file and
                  log (``<data_dir>/embedded``); None runs a private server
 
@@ -36,16 +36,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from ._transport import DEFAULT_LOAD_WAIT_S, DEFAULT_REPLY_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from .base import EndpointError, NoEndpoint
-from .embedded import (
-    DEFAULT_IDLE_S, DEFAULT_START_TIMEOUT_S, FUNCTION_CALLING_FORMAT, EmbeddedEndpoint, EmbeddedServer, EmbeddedSpec,
-    SharedServer, check_gguf, embedded_available, ensure_shared_server, server_importable, window_for,
-)
 from .ollama import DEFAULT_OLLAMA_URL, OllamaEndpoint
 from .openai import DEFAULT_OPENAI_URL, OpenAIEndpoint
+
+if TYPE_CHECKING:  # the embedded server's module is imported only to start or find one (issue 12)
+    from .embedded import EmbeddedServer, SharedServer
 
 PROBE_CONNECT_TIMEOUT_S = 1.0
 PROBE_READ_TIMEOUT_S = 3.0
@@ -66,7 +65,7 @@ class EndpointSettings:
     reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S
     context_window: int | None = None
     tool_mode: str = "auto"
-    embedded_idle_s: float = DEFAULT_IDLE_S
+    embedded_idle_s: float | None = None
     data_dir: str | None = None
 
     @classmethod
@@ -83,7 +82,7 @@ class EndpointSettings:
             load_wait_s=float(get("model.load_wait_s") if get("model.load_wait_s") is not None else DEFAULT_LOAD_WAIT_S),
             reply_timeout_s=float(get("model.reply_timeout_s") or DEFAULT_REPLY_TIMEOUT_S),
             context_window=get("model.context_window"), tool_mode=get("model.tool_mode") or "auto",
-            embedded_idle_s=float(get("model.embedded_idle_s") or DEFAULT_IDLE_S),
+            embedded_idle_s=get("model.embedded_idle_s"),
             data_dir=str(data_dir) if data_dir else None,
         )
 
@@ -124,7 +123,7 @@ class ResolvedEndpoint:
                 await self.embedded.stop()
 
 
-EmbeddedFactory = Callable[[], EmbeddedServer]
+EmbeddedFactory = Callable[[], "EmbeddedServer"]
 
 
 def coerce_settings(settings: Any) -> EndpointSettings:
@@ -196,12 +195,17 @@ async def _start_embedded(
 ) -> ResolvedEndpoint:
     """Find or start the embedded server: shared under ``s.data_dir`` when set,
     else a private child (``factory`` makes it, for tests)."""
+    from .embedded import (
+        DEFAULT_IDLE_S, DEFAULT_START_TIMEOUT_S, FUNCTION_CALLING_FORMAT, EmbeddedEndpoint, EmbeddedServer,
+        EmbeddedSpec, check_gguf, ensure_shared_server, window_for,
+    )
+
     chat_format = FUNCTION_CALLING_FORMAT if (s.tool_mode or "auto") == "native" else None
     server: EmbeddedServer | SharedServer
     if factory is None and s.data_dir:
         path = check_gguf(s.gguf)
         n_ctx, trained = window_for(path, s.context_window)
-        spec = EmbeddedSpec(path, n_ctx, chat_format, float(s.embedded_idle_s), trained)
+        spec = EmbeddedSpec(path, n_ctx, chat_format, float(s.embedded_idle_s or DEFAULT_IDLE_S), trained)
         server = await ensure_shared_server(spec, s.data_dir, start_timeout_s=max(DEFAULT_START_TIMEOUT_S, s.timeout_s),
                                             on_status=on_status)
     else:
@@ -299,6 +303,8 @@ async def resolve_endpoint(
             tried.append(f"{label} ({exc})")
 
     if embedded and (s.gguf or not s.endpoint):
+        from .embedded import embedded_available, server_importable
+
         available = server_importable() and (bool(s.gguf) or embedded_available())
         if available or embedded_factory is not None:
             return await _start_embedded(s, embedded_factory, embedded_log_path, on_status)
