@@ -27,22 +27,32 @@ is read from a :class:`ModelState`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from .. import events as ev
 from ..sidecall import SideCall
 from ..tokens import window_from
-from .bookkeeping import ASSESS_TURNS, FactDistiller, SideCost, TaskAssessor
 from .calibration import Calibration, CalibrationState
 from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, Room, build
 from .facts import Fact, FactOutcome, fact_event, fact_line
 from .notes import ModelNotes, fact_history
-from .summariser import Summariser
 from .summary import SummaryVersion, turn_ranges
 from .turns import ToolFlags
 from .workspace import current_branch
+
+if TYPE_CHECKING:
+    from .bookkeeping import FactDistiller, SideCost, TaskAssessor
+    from .summariser import Summariser
+
+
+def _assess_turns() -> int:
+    """How many recent turns the task assessment reads (:data:`~wisp.core.context.bookkeeping.ASSESS_TURNS`)."""
+    from .bookkeeping import ASSESS_TURNS
+
+    return ASSESS_TURNS
 
 __all__ = ["ContextManager", "ModelState", "PanelState", "Prepared"]
 
@@ -135,9 +145,7 @@ class ContextManager:
         self.summaries = notes.summaries_book
         self.calibration = Calibration(store)
         self.composer = Composer(store, self.facts, self.summaries)
-        self.summariser = Summariser(store, self.summaries, side_call, audit)
-        self.distiller = FactDistiller(side_call, notes, int(self._config("context.distill_tokens", 1024)))
-        self.assessor = TaskAssessor(side_call, notes)
+        self.side_call = side_call
         #: Per conversation, the cost of wisp's own side calls around its last turn, by kind.
         self.costs: dict[int, dict[str, SideCost]] = {}
         self.instructions, self.instructions_source = instructions
@@ -148,6 +156,30 @@ class ContextManager:
         self._pending: list[ev.AgentEvent] = []
         self._scanned: dict[int, int] = {}
         self._over_budget_warned: dict[int, int] = {}
+
+    # The side calls' writers are made at their first use, and their modules imported then: a
+    # request that needs none of them (`wisp ask`'s first turn) loads none (issue 12).
+
+    @functools.cached_property
+    def summariser(self) -> "Summariser":
+        """The running summary's writer (:class:`~wisp.core.context.summariser.Summariser`)."""
+        from .summariser import Summariser
+
+        return Summariser(self.store, self.summaries, self.side_call, self.audit)
+
+    @functools.cached_property
+    def distiller(self) -> "FactDistiller":
+        """The fact distiller (``context.distill``; :class:`~wisp.core.context.bookkeeping.FactDistiller`)."""
+        from .bookkeeping import FactDistiller
+
+        return FactDistiller(self.side_call, self.notes, int(self._config("context.distill_tokens", 1024)))
+
+    @functools.cached_property
+    def assessor(self) -> "TaskAssessor":
+        """The task assessment (``context.assess``; :class:`~wisp.core.context.bookkeeping.TaskAssessor`)."""
+        from .bookkeeping import TaskAssessor
+
+        return TaskAssessor(self.side_call, self.notes)
 
     def _config(self, key: str, default: Any) -> Any:
         try:
@@ -191,7 +223,7 @@ class ContextManager:
             recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
             instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
             model=model, calibration_samples=cal.samples, tool_layer=getattr(self.model_state, "tool_layer", None),
-            entries_of_last=ASSESS_TURNS if self._config("context.assess", False) else 0)
+            entries_of_last=_assess_turns() if self._config("context.assess", False) else 0)
 
     async def inputs(self, conversation: int) -> ComposeInputs:
         """What the next request of ``conversation`` is composed from
@@ -327,7 +359,7 @@ class ContextManager:
         """The assessment before a request: the task inferred from the recent
         turns, recorded as the model's unless the person set one."""
         recent = []
-        for number, entries in inputs.ended[-ASSESS_TURNS:]:
+        for number, entries in inputs.ended[-_assess_turns():]:
             prompt = next((e.content for e in entries if e.kind == "prompt"), "")
             reply = next((e.content for e in reversed(entries) if e.kind == "reply"), "")
             recent.append((number, prompt or "", reply or ""))

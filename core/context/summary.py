@@ -17,12 +17,16 @@ from collections import Counter
 from functools import lru_cache
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .coverage import Item, extract_items, is_present
-from .digest import Digest
 from ..tokens import estimate_tokens
 from .turns import OutputRef, ToolFlags
+
+if TYPE_CHECKING:
+    from .coverage import Item
+
+# The coverage check and the digests load with the first summary or reference that needs them:
+# a request without either (`wisp ask`'s first turn) never imports them (issue 12).
 
 __all__ = ["SummaryVersion", "SummaryBook", "summary_layer_text", "turn_ranges"]
 
@@ -97,6 +101,8 @@ class SummaryVersion:
         """The identifiers the model's part left out, which wisp's part keeps."""
         if not self.completion:
             return ()
+        from .coverage import Item, is_present
+
         model = self.model_part
         found = []
         for key in sorted({k for ks in self.items.values() for k in ks}):
@@ -273,6 +279,8 @@ class SummaryBook:
 
 
 def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
+    from .digest import Digest
+
     d = ref.digest or {}
     digest = Digest(int(d.get("lines") or 0), int(d.get("bytes") or 0), d.get("exit_status"),
                     d.get("first_error"), bool(d.get("failed")))
@@ -292,6 +300,8 @@ def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
 def _called_items(arguments: str) -> tuple[Item, ...]:
     """What a tool call's ``arguments`` name (:func:`extract_items`), sorted;
     kept, since the summary layer is written again for every request."""
+    from .coverage import extract_items
+
     return tuple(sorted(extract_items(arguments)))
 
 
@@ -330,6 +340,8 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
     reference); the others are counted, ``/show`` and recall reach them."""
     line = (f"- (outputs of entries {refs[0].entry}–{refs[-1].entry} not listed; "
             "the person can /show any of them")
+    from .coverage import is_present
+
     named: list[str] = []
     for r in reversed(refs):
         for item in _called_items(r.arguments):
