@@ -8,7 +8,10 @@ with :func:`zone`.
 
 from __future__ import annotations
 
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 __all__ = ["TimezoneError", "zone", "check_timezone"]
 
@@ -20,7 +23,10 @@ class TimezoneError(ValueError):
 def zone(name: str) -> ZoneInfo:
     """The zone called ``name`` (``Europe/London``). Raises
     :class:`TimezoneError` for an empty name, a path, or a zone this machine
-    does not know."""
+    does not know. :mod:`zoneinfo` (which reads the tz database's paths) is
+    imported at the first zone wisp resolves, not with this module (issue 12)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     text = str(name or "").strip()
     if not text or text.startswith(("/", ".")) or ".." in text:
         raise TimezoneError(f"an IANA time zone name such as Europe/London or America/New_York, not {name!r}")

@@ -14,7 +14,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .digest import digest_output
 from .history import entries_to_messages
 from .references import ReferenceForm, reference_form, reference_text
 
@@ -77,7 +76,10 @@ class OutputRef:
 
 
 def turn_outputs(turn_number: int, entries: list[Any], flags: ToolFlags) -> list[OutputRef]:
-    """The tool outputs of one turn, in order, with their calls' arguments and digests."""
+    """The tool outputs of one turn, in order, with their calls' arguments and digests (the
+    digests' module loads with the first turn that has an output: issue 12)."""
+    from .digest import digest_output
+
     calls = {e.tool_call_id: e for e in entries if e.kind == "tool_call"}
     out: list[OutputRef] = []
     for e in entries:

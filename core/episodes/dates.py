@@ -35,8 +35,10 @@ import os
 import re
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import Any
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 from ..timezones import TimezoneError, check_timezone, zone
 
@@ -93,6 +95,8 @@ def local_timezone() -> tzinfo:
             return _zone(target.split("zoneinfo/", 1)[1])
     except (OSError, DateError):
         pass
+    from zoneinfo import ZoneInfo
+
     try:
         with open(localtime, "rb") as fh:
             return ZoneInfo.from_file(fh, key="localtime")

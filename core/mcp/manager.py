@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from ..mcp_config import McpConfigError, ServerSpec, fingerprint, parse_mcp_servers
 from ..tool_names import mcp_parts
-from .cache import ToolCache
-from .connection import Connection, McpFailure, RemoteTool
-from .tools import McpTool, wisp_names
+
+if TYPE_CHECKING:
+    from ..mcp_config import ServerSpec
+    from .cache import ToolCache
+    from .connection import Connection, RemoteTool
+    from .tools import McpTool
+
+# The connections, the tools, the cache and the settings' parser are imported where a server is
+# used: a session whose config names no MCP server loads none of them (issue 12, "wisp ask one turn").
 
 __all__ = ["McpServers"]
 
@@ -59,9 +64,16 @@ class McpServers:
     def from_config(cls, config: Any, workdir: Path | None = None) -> "McpServers":
         """The servers config ``mcpServers`` has, with the cache beside the
         config file and logs beside the database. A config whose entry is
-        malformed has none (config validation has said why already)."""
+        malformed has none (config validation has said why already). No
+        ``mcpServers``: none, and no cache."""
+        raw = config.get("mcpServers")
+        if not raw:
+            return cls({}, config=config, workdir=workdir)
+        from ..mcp_config import McpConfigError, parse_mcp_servers
+        from .cache import ToolCache
+
         try:
-            specs = parse_mcp_servers(config.get("mcpServers") or {})
+            specs = parse_mcp_servers(raw)
         except McpConfigError:
             specs = {}
         home = Path(config.path).parent
@@ -93,6 +105,8 @@ class McpServers:
 
     def connection(self, server: str) -> Connection:
         """The connection of ``server`` (made, not started). ``KeyError`` for an unknown one."""
+        from .connection import Connection
+
         if server not in self.connections:
             self.connections[server] = Connection(self.specs[server], cwd=self.workdir, log_dir=self.log_dir)
             self._locks[server] = asyncio.Lock()
@@ -101,6 +115,9 @@ class McpServers:
     async def ensure(self, server: str) -> list[RemoteTool]:
         """Start ``server`` unless it runs; its live tools. Raises
         :class:`McpFailure`. Keeps the cache up to date."""
+        from ..mcp_config import fingerprint
+        from .connection import McpFailure
+
         if server not in self.specs:
             raise McpFailure("missing", server, f"MCP server {server} is not in config mcpServers")
         if self._closed:
@@ -118,6 +135,8 @@ class McpServers:
         """``server``'s tool ``remote`` as the running server lists it,
         starting the server if need be. Raises :class:`McpFailure`
         (``no_tool`` when the server no longer has it)."""
+        from .connection import McpFailure
+
         tools = await self.ensure(server)
         for tool in tools:
             if tool.name == remote:
@@ -139,6 +158,9 @@ class McpServers:
     # -- the conversation's tools ----------------------------------------------
 
     async def _listing(self, server: str) -> tuple[list[RemoteTool] | None, str | None]:
+        from ..mcp_config import fingerprint
+        from .connection import McpFailure
+
         if self.cache is not None:
             cached = self.cache.get(server, fingerprint(self.specs[server]))
             if cached is not None:
@@ -160,6 +182,11 @@ class McpServers:
             parts = mcp_parts(name)
             if parts is not None and parts[0] in self.specs:
                 wanted.setdefault(parts[0], []).append(name if parts[1] is not None else None)
+        if not wanted:
+            self.problems = []
+            return [], []
+        from .tools import McpTool, wisp_names
+
         listings = await asyncio.gather(*(self._listing(s) for s in wanted))
         tools: list[McpTool] = []
         problems: list[str] = []
@@ -200,6 +227,11 @@ class McpServers:
         ``tools`` (the listed tools, from the running server or the cache:
         ``name`` as wisp names it, ``remote``, ``read_only``,
         ``description``)."""
+        if not self.specs:
+            return []
+        from ..mcp_config import fingerprint
+        from .tools import wisp_names
+
         rows = []
         for name, spec in self.specs.items():
             conn = self.connections.get(name)

@@ -238,3 +238,56 @@ def test_no_module_runs_sql_on_a_table_it_does_not_own() -> None:
             if owner is not None and owner != part(name):
                 bad.append((name, table, owner))
     assert sorted(bad) == []
+
+
+def _type_checking_names_used_at_run_time(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` for each name imported only under ``if TYPE_CHECKING:`` that the module
+    reads at run time (outside annotations, with no import of its own in the enclosing function)."""
+    tree = ast.parse(source)
+    only_typing: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for n in ast.walk(node):
+                if isinstance(n, (ast.Import, ast.ImportFrom)):
+                    only_typing |= {a.asname or a.name.split(".")[0] for a in n.names}
+    if not only_typing:
+        return []
+    in_annotation: set[int] = set()
+    for node in ast.walk(tree):
+        annotations: list[ast.AST] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            annotations = [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                           if x is not None and x.annotation is not None]
+            annotations += [node.returns] if node.returns is not None else []
+        elif isinstance(node, ast.AnnAssign):
+            annotations = [node.annotation]
+        for annotation in annotations:
+            in_annotation |= {id(n) for n in ast.walk(annotation)}
+    imported_in: dict[int, set[str]] = {}  # per function: the names it imports itself
+    enclosing: dict[int, list[ast.AST]] = defaultdict(list)
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            imported_in[id(fn)] = {a.asname or a.name.split(".")[0] for n in ast.walk(fn)
+                                   if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            for n in ast.walk(fn):
+                enclosing[id(n)].append(fn)
+    return [(node.lineno, node.id) for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in only_typing
+            and id(node) not in in_annotation
+            and not any(node.id in imported_in[id(fn)] for fn in enclosing[id(node)])]
+
+
+def test_no_name_imported_for_type_checking_alone_is_used_at_run_time() -> None:
+    """Modules load their parts lazily (issue 12): a name moved under ``TYPE_CHECKING`` that is
+    still called at run time fails only on the path that calls it (a NameError a user would meet)."""
+    bad = [f"{path.relative_to(ROOT)}:{line} {name}" for path in MODULES.values()
+           for line, name in _type_checking_names_used_at_run_time(path.read_text())]
+    assert bad == []
+
+
+def test_the_type_checking_check_sees_a_run_time_use() -> None:
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zoneinfo import ZoneInfo\n"
+              "def ok(x: ZoneInfo) -> ZoneInfo:\n    from zoneinfo import ZoneInfo\n    return ZoneInfo(x)\n"
+              "def bad(x: 'ZoneInfo'):\n    return ZoneInfo.from_file(x)\n")
+    assert _type_checking_names_used_at_run_time(source) == [(8, "ZoneInfo")]
