@@ -186,8 +186,7 @@ class Opening:
 #: The modules :class:`Session` is built from (imported when it is built).
 SESSION_PARTS = ("agent", "context.composer", "context.manager", "context.notes", "context.shapes",
                  "episodes.capture", "mcp", "mcp.manager", "memory.verbs", "model.link", "model.sidecall",
-                 "tool_names",
-                 "tools.approval", "tools.registry")
+                 "tool_names", "tools.approval", "tools.registry")
 
 
 def preload() -> None:
