@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .digest import Digest, digest_output
+if TYPE_CHECKING:  # the digests load with the first reference (issue 12)
+    from .digest import Digest
 
 __all__ = ["ReferenceForm", "reference_form", "reference_text", "recall_phrase", "REFERENCE_PATTERN",
            "referenced_entries"]
@@ -94,6 +95,8 @@ def reference_text(entry: int, tool_name: str | None, *, turn: int | None, form:
     the turn number the output belongs to (or ``None``).
     """
     if digest is None:
+        from .digest import digest_output
+
         digest = digest_output(content, meta, read_only=read_only)
     where = tool_name or "tool"
     if turn is not None:
