@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agents_md import AgentsMd
-from .command_base import CommandResult
 from .tokens import estimate_tokens
 from .tool_names import TOOL_NAMES, mcp_parts, tool_name_problem
 from .tools.base import tool_schema
+
+if TYPE_CHECKING:  # the commands' shapes load with /tools (issue 12)
+    from .command_base import CommandResult
 
 __all__ = ["ToolChoice", "choose_tools", "tool_costs"]
 
@@ -101,6 +103,9 @@ def tool_costs(registry: Any) -> list[dict[str, Any]]:
 
 
 async def tools_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/tools``: each tool the model is given, with what its schema costs in tokens."""
+    from .command_base import CommandResult
+
     rows = tool_costs(session.agent.tools)
     choice = getattr(session, "tool_choice", None)
     origin = ""
