@@ -59,6 +59,8 @@ CHILD_WISP = textwrap.dedent("""
                 return int(line.split()[1]) / 1024
         import resource
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from wisp.core import collector
+    collector.hold()  # as the console script does first (tui/launch.py); the app starts it again
     from wisp.tui.app import WispApp
     from wisp.core.session import SessionOptions
 
