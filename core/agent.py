@@ -36,6 +36,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 from . import events as ev
 from .context.composer import ContextTooBig
 from .tokens import estimate_messages
+from .transcript import cut_calls_text
 from .model import base as mb
 from .store import ConversationBusy
 from .streamed import StreamedEntry
@@ -334,7 +335,7 @@ class Agent:
                              f"N`)" if cap else "the server's own cap, or the end of the model's window "
                              "(model.max_tokens is not set)")
                     yield ev.Notice(f"The reply stopped at its output limit, {which}: it is cut, not finished. "
-                                    "Ask it to go on.", level="warning")
+                                    f"{cut_calls_text([call_as_written(c) for c in step.calls])}Ask it to go on.", level="warning")
                     break
                 if not step.calls:
                     if not final_reply.strip() and step_thinking:
@@ -406,14 +407,16 @@ class Agent:
             await self._record(conversation, turn, "thinking", "".join(step.thinking),
                                audit_kind="thinking", stream=step.thought)
         text = "".join(step.text)
-        if text or partial or not step.calls:
+        if text or partial or cut or not step.calls:
             meta: dict[str, Any] = {}
             if cut:
                 meta["cut"] = True
+                if step.calls:  # never run: kept as the model wrote them, so nothing it said is hidden
+                    meta["cut_calls"] = [call_as_written(c) for c in step.calls]
             if partial:
                 meta["partial"] = True
                 meta["reason"] = reason
-            if step.calls:
+            if step.calls and not cut:
                 meta["before_tool_call"] = True
             entry = await self._record(conversation, turn, "reply", text, audit_kind="response",
                                        meta=meta or None, stream=step.reply)
@@ -510,6 +513,14 @@ class Agent:
                                tool_name=call.name, tool_call_id=call.id, meta=meta, stream=output)
         except Exception:  # the store is closing with the app: the stop itself must still go through
             await output.abandon()
+
+
+def call_as_written(call: mb.ToolCallRequest) -> str:
+    """A tool call as the model wrote it: its raw text when it did not decode
+    (a block cut by the output limit), else ``name(arguments as JSON)``."""
+    if call.raw_arguments is not None:
+        return call.raw_arguments
+    return f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
 
 
 def _now() -> str:

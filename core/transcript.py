@@ -19,10 +19,30 @@ from typing import Any
 from . import events as ev
 from .streamed import STREAMING
 
-__all__ = ["TurnView", "TranscriptPage", "load_page", "load_after", "load_turn", "prompt_history", "turn_events"]
+__all__ = ["TurnView", "TranscriptPage", "load_page", "load_after", "load_turn", "prompt_history", "turn_events",
+           "cut_calls_text"]
 
+#: How much of a cut tool call a notice quotes (characters); the reply entry keeps it whole.
+CUT_CALL_SHOWN = 160
+#: The notice of a stored reply cut while the model wrote tool calls (its live notice names the limit too).
+CUT_CALLS_STORED = "The reply stopped at its output limit. "
 #: Turn states that end a turn; an ``open`` turn (still running, or its process died) has no end yet.
 _ENDED = ("done", "stopped", "error", "cut")
+
+
+def cut_calls_text(written: list[str]) -> str:
+    """The sentence a cut reply's notice adds when the model was writing tool
+    calls (``written``: each as the model wrote it; ``""`` for none): they
+    were not run, and each is quoted, at most :data:`CUT_CALL_SHOWN`
+    characters, whitespace folded."""
+    if not written:
+        return ""
+    quoted = []
+    for text in written:
+        text = " ".join(str(text).split())
+        quoted.append(text if len(text) <= CUT_CALL_SHOWN else text[:CUT_CALL_SHOWN - 1] + "…")
+    which = "a tool call" if len(written) == 1 else f"{len(written)} tool calls"
+    return f"It was writing {which}, not run: {'; '.join(q or '(nothing yet)' for q in quoted)}. "
 
 
 @dataclass
@@ -146,6 +166,9 @@ def turn_events(turn: TurnView) -> list[ev.AgentEvent]:
                                         partial=bool(meta.get("partial") or meta.get(STREAMING))))
             if meta.get("partial") and meta.get("reason"):
                 reason = str(meta["reason"])
+            if isinstance(meta.get("cut_calls"), list) and meta["cut_calls"]:
+                out.append(ev.Notice(CUT_CALLS_STORED + cut_calls_text(list(meta["cut_calls"])).rstrip(),
+                                     level="warning"))
         elif e.kind == "tool_call":
             arguments = e.arguments if isinstance(e.arguments, dict) else {}
             out.append(ev.ToolCall(e.number, e.tool_call_id or "", e.tool_name or "?", arguments))

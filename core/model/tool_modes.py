@@ -232,7 +232,9 @@ class ToolModeEndpoint:
                 else:
                     yield TextDelta(item.text)
             if isinstance(event, Done):
-                if tools and any(call_problem(c, tools) for c in calls):
+                # a reply cut by its output limit is not run (the agent shows it), so its cut block is not
+                # written again: the rewrite would be cut at the same limit
+                if tools and event.reason != "length" and any(call_problem(c, tools) for c in calls):
                     calls = await self._rewrite(sent, tools, options, calls)
                 self.rewritten = calls
                 for call in calls:

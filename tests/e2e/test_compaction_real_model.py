@@ -373,4 +373,10 @@ def test_after_a_forced_overflow_of_2_mb_the_next_turn_answers(chat: Chat) -> No
         assert events[-1]["event"] == "turn_ended" and events[-1]["state"] in ("done", "cut"), events[-1]
     assert fit and "head and tail" in fit[0]  # the paste went cut, and the person was told in one line
     assert all(r.prompt_tokens for r in requests if r.status == 200) and largest <= chat.n_ctx
-    assert reply_of(after).strip(), "after the overflow the model said nothing"
+    # the model answers: text, or a tool call (run, or cut at the 12-token limit and quoted by the notice;
+    # a CI run saw SmolLM2 start a read_file block there, shown to no one before wisp quoted cut calls)
+    completion = sum(e["completion"] or 0 for e in after if e["event"] == "usage")
+    calls = [e for e in after if e["event"] == "tool_call"]
+    cut_calls = [e for e in after if e["event"] == "notice" and "not run:" in e["text"]]
+    assert completion and (reply_of(after).strip() or calls or cut_calls), \
+        ("after the overflow the model said nothing", [e for e in after if e["event"] != "text_delta"])

@@ -10,6 +10,7 @@ import pytest
 from wisp.core import events as ev
 from wisp.core.config import Config
 from wisp.core.session import Session, SessionOptions
+from wisp.core.transcript import load_turn, turn_events
 from tests.support.home import write_config
 from tests.support.fakes import FakeOllama, FakeOpenAI, fault, reply, text, thinking, tool_call
 
@@ -124,6 +125,29 @@ async def test_cut_reply_is_marked_cut(any_home, tmp_path: Path) -> None:
         # the notice names the limit: here model.max_tokens is not set (a new user could not tell which)
         [note] = [e for e in events if isinstance(e, ev.Notice) and "output limit" in e.text]
         assert "model.max_tokens is not set" in note.text and "Ask it to go on" in note.text
+
+
+async def test_a_reply_cut_inside_a_tool_call_shows_the_call_and_does_not_run_it(any_home, tmp_path: Path) -> None:
+    """A reply cut by its output limit while the model writes a call (SmolLM2 with 12 tokens, in CI):
+    the call is not run, the notice quotes it, and the turn keeps a reply entry saying so."""
+    home, srv = any_home
+    srv.push(reply(tool_call("read_file", {"path": "notes.txt"}), finish="length"))
+    async with await open_session(tmp_path) as s:
+        events = await run(s, "go")
+        assert events[-1].state == "cut"
+        assert not [e for e in events if isinstance(e, (ev.ToolCall, ev.ToolResult))]
+        [note] = [e for e in events if isinstance(e, ev.Notice) and "output limit" in e.text]
+        assert "writing a tool call, not run: read_file(" in note.text and "notes.txt" in note.text
+        entries = await s.store.entries(s.conversation_id)
+        assert [e.kind for e in entries] == ["prompt", "reply"]
+        assert entries[-1].meta["cut"] is True and "before_tool_call" not in entries[-1].meta
+        [written] = entries[-1].meta["cut_calls"]
+        assert written.startswith("read_file(") and "notes.txt" in written
+        # reopened, the turn says the same: the stored reply gives the notice back
+        stored = turn_events(await load_turn(s.store, s.conversation_id, 1))
+        [again] = [e for e in stored if isinstance(e, ev.Notice)]
+        assert "output limit" in again.text and "writing a tool call, not run: read_file(" in again.text
+    assert len(srv.chat_bodies) == 1  # nothing ran, so nothing went back to the model
 
 
 FAULTS = [

@@ -225,6 +225,24 @@ async def test_a_well_formed_block_and_a_server_without_grammar_are_left_alone()
     assert [e.name for e in events if isinstance(e, ToolCallRequest)] == ["nope"]
 
 
+async def test_a_block_cut_by_the_output_limit_is_not_written_again() -> None:
+    """A reply cut inside its block is not run (the agent shows it), so no rewrite request is made:
+    under the same output limit it would be cut too (a CI run on SmolLM2 with 12 tokens)."""
+    with FakeOpenAI() as srv:
+        srv.push(reply(text(f'{OPEN_TAG}\n{{"name": "read_file", "argu'), finish="length"))
+        inner = openai(srv)
+        inner.accepts_grammar = True
+        endpoint = ToolModeEndpoint(inner, "prompted")
+        try:
+            events = await collect(endpoint)
+        finally:
+            await endpoint.aclose()
+    assert len(srv.chat_bodies) == 1 and endpoint.rewrites == 0
+    [call] = [e for e in events if isinstance(e, ToolCallRequest)]
+    assert call.raw_arguments is not None and '"argu' in call.raw_arguments
+    assert not [e for e in events if isinstance(e, TextDelta)] and events[-1] == Done("length")
+
+
 async def test_no_tools_means_no_tool_layer() -> None:
     with FakeOpenAI() as srv:
         srv.push(reply(text("hi")))
