@@ -222,7 +222,14 @@ async def _start_embedded(
     try:
         # a restart after an idle stop takes a second or two and says nothing (on_status is
         # for the first start: the TUI shows its line until the connection is made)
-        endpoint = EmbeddedEndpoint(server, name=s.name, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,
+        if s.name and server.model and s.name.strip().lower() != server.model.lower():
+            # it serves its one GGUF file whatever a request names: answering as another model would
+            # record a model that never answered (a new user's `wisp ask --model nonexistent:1b`)
+            raise NoEndpoint(
+                f'No server with model "{s.name}" answered, and the embedded server serves only {server.model}. '
+                f"Start the server that has it (Ollama: `ollama pull {s.name}`; or set model.endpoint), or "
+                "leave out --model / `wisp config unset model.name` to chat on the embedded model.")
+        endpoint = EmbeddedEndpoint(server, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,  # its own name
                                     reply_timeout_s=s.reply_timeout_s)
         if not endpoint.model:
             await _pick_model(endpoint, None, OPENAI_EMPTY_HINT)

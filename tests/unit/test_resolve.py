@@ -146,6 +146,29 @@ async def test_auto_starts_the_embedded_default_last():
     assert fake.stopped
 
 
+@pytest.mark.parametrize("name", ["nonexistent:1b", "llama3.2", "SmolLM2-135M-Instruct.Q4_1 "])
+async def test_the_embedded_server_never_answers_as_another_model(name: str) -> None:
+    """Nothing else answered and the embedded server serves one GGUF file: a model name asked for
+    (--model, model.name) that is not its model is refused, not recorded as if it answered (a new
+    user's `wisp ask --model nonexistent:1b` answered on SmolLM2 and was recorded as nonexistent:1b)."""
+    fake = FakeEmbedded()
+    settings = EndpointSettings(gguf="/models/x.gguf", name=name)
+    kwargs = dict(ollama_url=dead_url(), openai_url=dead_url(), embedded_factory=lambda: fake)
+    if name.strip() == "SmolLM2-135M-Instruct.Q4_1":  # its own name, as config may hold it: served
+        resolved = await resolve_endpoint(settings, **kwargs)
+        try:
+            assert resolved.model == "SmolLM2-135M-Instruct.Q4_1"
+        finally:
+            await resolved.aclose()
+        return
+    with pytest.raises(NoEndpoint) as info:
+        await resolve_endpoint(settings, **kwargs)
+    message = str(info.value)
+    assert f'"{name}"' in message and "serves only SmolLM2-135M-Instruct.Q4_1" in message
+    assert "wisp config unset model.name" in message and "--model" in message
+    assert fake.stopped  # the server started for the request is not left behind
+
+
 async def test_explicit_ollama_with_name_makes_no_request(closing):
     with FakeOllama() as oll:
         resolved = closing(await resolve_endpoint(
