@@ -433,7 +433,8 @@ async def _ask(args: argparse.Namespace) -> int:
                     out.flush()
                 print(f"wisp: error: {exc}", file=sys.stderr)
                 return EXIT_ENDPOINT
-        if not await session.connect():
+        # a slow connect says why on stderr: the embedded model starting, or busy with another wisp's reply
+        if not await session.connect(on_status=lambda line: print(f"wisp: {line}", file=sys.stderr, flush=True)):
             if args.json:
                 out.write(json.dumps(ev.event_to_dict(ev.Error("no_endpoint", session.endpoint_error or "")))
                           + "\n")

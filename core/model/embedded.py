@@ -264,12 +264,32 @@ async def _answers(client: httpx.AsyncClient, base_url: str) -> str | None:
         return None
 
 
+async def _busy(client: httpx.AsyncClient, base_url: str) -> bool:
+    """True when the server's own ``GET /wisp/status`` (answered beside the
+    model, never behind it) says a request is in flight: it is up, and its
+    model is busy with another wisp's request."""
+    try:
+        resp = await client.get(base_url + STATUS_PATH)
+        return resp.status_code == 200 and int(resp.json().get("inflight") or 0) > 0
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        return False
+
+
+#: What a wisp waiting for a shared server that is busy with another request says (once).
+BUSY_STATUS = ("The embedded model is busy with another request (another wisp's reply); waiting for it "
+               "to finish, at most {limit:.0f} s more (model.timeout_s). Ctrl+C stops waiting.")
+
+
 async def _wait_ready(state_dir: Path, deadline: float, died: Callable[[], str | None],
-                      pid: Callable[[], int | None], log_path: Path) -> dict[str, Any]:
+                      pid: Callable[[], int | None], log_path: Path,
+                      on_status: StatusCallback | None = None) -> dict[str, Any]:
     """Poll until ``server.json`` names the server ``pid()`` says (read afresh each
     time: the lock's holder) and that server answers ``GET /v1/models``; raise
     with the log's tail when ``died()`` says why the server is gone, or when the
-    deadline passes."""
+    deadline passes. A server that is up but busy with another request (its
+    model answers nothing until that request ends) is said once to
+    ``on_status`` (:data:`BUSY_STATUS`), and named in the error at the deadline."""
+    busy = False
     async with httpx.AsyncClient(timeout=httpx.Timeout(2.0), trust_env=False) as client:
         while True:
             info = read_info(state_dir)
@@ -279,10 +299,17 @@ async def _wait_ready(state_dir: Path, deadline: float, died: Callable[[], str |
                 if model is not None:
                     info["model"] = model or info.get("model")
                     return info
+                if not busy and await _busy(client, str(info["base_url"])):
+                    busy = True
+                    await _call_status(on_status, BUSY_STATUS.format(limit=max(0.0, deadline - time.monotonic())))
             why = died()
             if why:
                 raise _fail(why, log_path)
             if time.monotonic() >= deadline:
+                if busy:
+                    raise _fail("The embedded model stayed busy with another request (another wisp's reply) "
+                                "until the timeout; try again when it has finished, or raise model.timeout_s.",
+                                log_path)
                 raise _fail("llama.cpp's server did not answer within the start timeout "
                             "(raise model.timeout_s if the machine is slow).", log_path)
             await asyncio.sleep(_POLL_S)
@@ -593,13 +620,15 @@ def _gone(state: Path) -> str | None:
     return None if lock_held(state) else "llama.cpp's server stopped while starting."
 
 
-async def _find_live(state_dir: Path, deadline: float, log_path: Path) -> dict[str, Any] | None:
+async def _find_live(state_dir: Path, deadline: float, log_path: Path,
+                     on_status: StatusCallback | None = None) -> dict[str, Any] | None:
     """The running server's info once it answers; ``None`` when no server holds the lock
-    (or the one that did stops while we wait)."""
+    (or the one that did stops while we wait). ``on_status`` hears of a wait for a busy server."""
     if not lock_held(state_dir):
         return None
     try:
-        return await _wait_ready(state_dir, deadline, lambda: _gone(state_dir), lambda: lock_pid(state_dir), log_path)
+        return await _wait_ready(state_dir, deadline, lambda: _gone(state_dir), lambda: lock_pid(state_dir), log_path,
+                                 on_status)
     except EmbeddedServerError:
         if lock_held(state_dir):
             raise
@@ -618,7 +647,8 @@ async def ensure_shared_server(
     Holds ``start.lock`` while it looks and starts, so concurrent calls (in
     any number of processes) make one server. The server is started detached
     (:mod:`wisp.core.model.llama_host` ``--detach``) with ``idle_s`` from the
-    spec; ``on_status`` gets one line before a start. Raises
+    spec; ``on_status`` gets one line before a start, and one when the server
+    found is busy with another request (:data:`BUSY_STATUS`). Raises
     :class:`EmbeddedServerError` (naming the log) when the server cannot start
     or does not answer within ``start_timeout_s`` seconds.
     """
@@ -628,7 +658,7 @@ async def ensure_shared_server(
     log_path = state / LOG_NAME
     deadline = time.monotonic() + start_timeout_s
     async with _FileLock(state / START_LOCK_NAME, deadline):
-        info = await _find_live(state, deadline, log_path)
+        info = await _find_live(state, deadline, log_path, on_status)
         started = False
         if info is None:
             check_gguf(spec.gguf)
@@ -637,7 +667,7 @@ async def ensure_shared_server(
             rotate_log(log_path, LOG_MAX_BYTES, LOG_KEEP)
             code = await _launch_detached(spec, state, log_path)
             if code == EXIT_BUSY:  # a server took the lock meanwhile (one a killed wisp had started)
-                info = await _find_live(state, deadline, log_path)
+                info = await _find_live(state, deadline, log_path, on_status)
             elif code != 0:
                 raise _fail(f"llama.cpp's server exited with code {code} while starting.", log_path)
             if info is None:
