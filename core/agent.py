@@ -99,10 +99,12 @@ class TurnContext(Protocol):
     (:class:`wisp.core.context.manager.ContextManager`)."""
 
     async def prepare(self, conversation: int, turn: int,
-                      progress: Callable[[ev.AgentEvent], None] | None = None) -> Any:
+                      progress: Callable[[ev.AgentEvent], None] | None = None, *, squeeze: float = 1.0) -> Any:
         """Before each request: ``.context`` (the composed request: ``messages``,
         ``tools``, ``total``, ``window``) and ``.events``; ``progress`` gets
-        events to show while it works (a running summary being written)."""
+        events to show while it works (a running summary being written);
+        ``squeeze`` counts every layer that many times larger (a second try
+        after the server counted the request over the window)."""
         ...
 
     async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None: ...
@@ -135,6 +137,10 @@ class _Step:
 
     def streams(self) -> list[StreamedEntry]:
         return [s for s in (self.thought, self.reply) if s is not None]
+
+    def has_output(self) -> bool:
+        """True once the model's reply, thinking or a call has come in this step."""
+        return bool(self.text or self.thinking or self.calls)
 
 
 class Agent:
@@ -242,78 +248,93 @@ class Agent:
                 for observer in self.observers:
                     for item in await self._safe_hook(observer.before_request, conversation, turn.number):
                         yield item
-                shown: asyncio.Queue[ev.AgentEvent] = asyncio.Queue()
-                preparing = asyncio.ensure_future(self.context.prepare(conversation, turn.number,
-                                                                       progress=shown.put_nowait))
-                try:  # what preparing says while it works (a summary can take the model minutes) shows at once
-                    while not preparing.done():
-                        getting = asyncio.ensure_future(shown.get())
-                        await asyncio.wait({preparing, getting}, return_when=asyncio.FIRST_COMPLETED)
-                        if getting.done():
-                            yield getting.result()
-                        else:
-                            getting.cancel()
-                finally:
-                    if not preparing.done():
-                        preparing.cancel()
-                while not shown.empty():
-                    yield shown.get_nowait()
-                prepared = preparing.result()
-                for item in prepared.events:
-                    yield item
-                composed = prepared.context
-                messages = composed.messages
-                schemas = composed.tools or None
-                estimate = getattr(composed, "estimated", None)  # summed while composing (issue 12)
-                if estimate is None:
-                    estimate = estimate_messages(messages, schemas)
-                planned = composed.total
-                if composed.over_budget:  # even fitted, it cannot fit: never send it (issue "Real models, real work")
-                    raise ContextTooBig(self.context.overflow_message(composed))
-                options = mb.ChatOptions(context_window=self.model.context_window,
-                                         think=self.settings.think,  # type: ignore[arg-type]
-                                         max_tokens=self.settings.max_tokens)
-                async for item in endpoint.stream_chat(messages, schemas, options):
-                    if isinstance(item, mb.TextDelta):
-                        step.text.append(item.text)
-                        if item.text:
-                            if step.reply is None:
-                                step.reply = StreamedEntry(self.store, conversation, turn.id, "reply")
-                            await step.reply.add(item.text)
-                        yield ev.TextDelta(item.text)
-                    elif isinstance(item, mb.ThinkingDelta):
-                        step.thinking.append(item.text)
-                        if item.text:
-                            if step.thought is None:
-                                step.thought = StreamedEntry(self.store, conversation, turn.id, "thinking")
-                            await step.thought.add(item.text)
-                        yield ev.ThinkingDelta(item.text)
-                    elif isinstance(item, mb.ToolCallRequest):
-                        step.calls.append(item)
-                    elif isinstance(item, mb.Usage):
-                        step.usage = item
-                        prompt_tokens = item.prompt_tokens
-                        completion_tokens = item.completion_tokens
-                        usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned,
-                                         cached=item.cached_tokens, evaluated=item.evaluated_tokens)
-                        self.last_usage = usage
-                        yield usage
-                        warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice,
-                                                     window=self.model.context_window)
-                        if warning:
-                            self._audit_event("notice", {"text": warning}, conversation, turn.number)
-                            yield ev.Notice(warning, level="warning")
-                    elif isinstance(item, mb.Waiting):
+                squeeze = 1.0  # > 1 on the second try, after the server counted the request over the window
+                while True:
+                    shown: asyncio.Queue[ev.AgentEvent] = asyncio.Queue()
+                    preparing = asyncio.ensure_future(self.context.prepare(
+                        conversation, turn.number, progress=shown.put_nowait, squeeze=squeeze))
+                    try:  # what preparing says while it works (a summary can take the model minutes) shows at once
+                        while not preparing.done():
+                            getting = asyncio.ensure_future(shown.get())
+                            await asyncio.wait({preparing, getting}, return_when=asyncio.FIRST_COMPLETED)
+                            if getting.done():
+                                yield getting.result()
+                            else:
+                                getting.cancel()
+                    finally:
+                        if not preparing.done():
+                            preparing.cancel()
+                    while not shown.empty():
+                        yield shown.get_nowait()
+                    prepared = preparing.result()
+                    for item in prepared.events:
+                        yield item
+                    composed = prepared.context
+                    messages = composed.messages
+                    schemas = composed.tools or None
+                    estimate = getattr(composed, "estimated", None)  # summed while composing (issue 12)
+                    if estimate is None:
+                        estimate = estimate_messages(messages, schemas)
+                    planned = composed.total
+                    # even fitted, it cannot fit: never send it (issue "Real models, real work")
+                    if composed.over_budget:
+                        raise ContextTooBig(self.context.overflow_message(composed))
+                    options = mb.ChatOptions(context_window=self.model.context_window,
+                                             think=self.settings.think,  # type: ignore[arg-type]
+                                             max_tokens=self.settings.max_tokens)
+                    try:
+                        async for item in endpoint.stream_chat(messages, schemas, options):
+                            if isinstance(item, mb.TextDelta):
+                                step.text.append(item.text)
+                                if item.text:
+                                    if step.reply is None:
+                                        step.reply = StreamedEntry(self.store, conversation, turn.id, "reply")
+                                    await step.reply.add(item.text)
+                                yield ev.TextDelta(item.text)
+                            elif isinstance(item, mb.ThinkingDelta):
+                                step.thinking.append(item.text)
+                                if item.text:
+                                    if step.thought is None:
+                                        step.thought = StreamedEntry(self.store, conversation, turn.id, "thinking")
+                                    await step.thought.add(item.text)
+                                yield ev.ThinkingDelta(item.text)
+                            elif isinstance(item, mb.ToolCallRequest):
+                                step.calls.append(item)
+                            elif isinstance(item, mb.Usage):
+                                step.usage = item
+                                prompt_tokens = item.prompt_tokens
+                                completion_tokens = item.completion_tokens
+                                usage = ev.Usage(item.prompt_tokens, item.completion_tokens, estimate, planned,
+                                                 cached=item.cached_tokens, evaluated=item.evaluated_tokens)
+                                self.last_usage = usage
+                                yield usage
+                                warning = truncation_warning(item.prompt_tokens, estimate, self.model.window_advice,
+                                                             window=self.model.context_window)
+                                if warning:
+                                    self._audit_event("notice", {"text": warning}, conversation, turn.number)
+                                    yield ev.Notice(warning, level="warning")
+                            elif isinstance(item, mb.Waiting):
+                                yield ev.Notice(
+                                    f"Waiting for the server to load the model: try {item.attempt + 1}, "
+                                    f"{item.waited_s:.1f} s so far ({item.reason}).", key="wait")
+                            elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
+                                yield ev.Notice(
+                                    f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
+                                    "(model.reply_timeout_s); Esc in the TUI or Ctrl+C in wisp ask stops it.",
+                                    key="reply-wait", transient=True)
+                            elif isinstance(item, mb.Done):
+                                step.done_reason = item.reason
+                    except mb.BadRequest as exc:
+                        again = refit_squeeze(exc, planned, squeeze, step.has_output())
+                        if again is None:
+                            raise
+                        squeeze = again
                         yield ev.Notice(
-                            f"Waiting for the server to load the model: try {item.attempt + 1}, "
-                            f"{item.waited_s:.1f} s so far ({item.reason}).", key="wait")
-                    elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
-                        yield ev.Notice(
-                            f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
-                            "(model.reply_timeout_s); Esc in the TUI or Ctrl+C in wisp ask stops it.",
-                            key="reply-wait", transient=True)
-                    elif isinstance(item, mb.Done):
-                        step.done_reason = item.reason
+                            f"The server counted {exc.prompt_tokens:,} tokens where wisp estimated {planned:,} "
+                            f"(its window {exc.window or composed.window:,}): fitting the request again to "
+                            "the server's count.", key="fit")
+                        continue
+                    break
 
                 if step.usage is None:  # the endpoint reported none: give wisp's estimate
                     usage = ev.Usage(None, None, estimate, planned)
@@ -334,8 +355,9 @@ class Agent:
                     which = (f"model.max_tokens ({cap:,} tokens; raise it with `wisp config set model.max_tokens "
                              f"N`)" if cap else "the server's own cap, or the end of the model's window "
                              "(model.max_tokens is not set)")
+                    calls = cut_calls_text([call_as_written(c) for c in step.calls])
                     yield ev.Notice(f"The reply stopped at its output limit, {which}: it is cut, not finished. "
-                                    f"{cut_calls_text([call_as_written(c) for c in step.calls])}Ask it to go on.", level="warning")
+                                    f"{calls}Ask it to go on.", level="warning")
                     break
                 if not step.calls:
                     if not final_reply.strip() and step_thinking:
@@ -513,6 +535,26 @@ class Agent:
                                tool_name=call.name, tool_call_id=call.id, meta=meta, stream=output)
         except Exception:  # the store is closing with the app: the stop itself must still go through
             await output.abandon()
+
+
+#: How much more than the server's own count a second try counts every layer (a margin: the
+#: layers the server counted are not all the text wisp squeezes).
+REFIT_MARGIN = 1.05
+
+
+def refit_squeeze(exc: mb.BadRequest, planned: int | None, squeeze: float | None,
+                  streamed: bool) -> float | None:
+    """The factor a second try of a request counts every layer by, or ``None``
+    for no second try. A request is tried again once, when the server refused
+    it as over its window before anything was streamed, said how many tokens
+    it counted (``exc.prompt_tokens``) and that is more than wisp's estimate
+    (``planned``, tokens): the estimate undercounted this text (base64 runs
+    about 1.45 × the estimate on SmolLM2's tokenizer). Issue "Real models, real
+    work": "no request that cannot fit"."""
+    if (streamed or squeeze != 1.0 or not exc.context_overflow or not exc.prompt_tokens or not planned
+            or exc.prompt_tokens <= planned):
+        return None
+    return exc.prompt_tokens / planned * REFIT_MARGIN
 
 
 def call_as_written(call: mb.ToolCallRequest) -> str:

@@ -210,17 +210,18 @@ class ContextManager:
 
     # -- composing ------------------------------------------------------------------
 
-    async def _inputs(self, conversation: int) -> ComposeInputs:
+    async def _inputs(self, conversation: int, squeeze: float = 1.0) -> ComposeInputs:
         """The next request's inputs; with ``context.assess`` on, the entries of
         the turns the assessment reads are loaded too (issue 12: an ended turn
-        rendered before is otherwise not read)."""
+        rendered before is otherwise not read). ``squeeze`` multiplies the
+        calibration ratio for this composition only (see :meth:`prepare`)."""
         model = await self.model(conversation)
         window, source = await self.window(conversation, model)
         cal = await self.calibration.get(model)
         return await self.composer.inputs(
             conversation, system_rules=self.system_rules, registry=self.tools, window=window,
             reserve=int(self._config("context.reserve", 1024)),
-            recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective,
+            recent_turns=int(self._config("context.recent_turns", 0)), ratio=cal.effective * squeeze,
             instructions=self.instructions, instructions_source=self.instructions_source, window_source=source,
             model=model, calibration_samples=cal.samples, tool_layer=getattr(self.model_state, "tool_layer", None),
             entries_of_last=_assess_turns() if self._config("context.assess", False) else 0)
@@ -236,17 +237,22 @@ class ContextManager:
         return build(await self._inputs(conversation))
 
     async def prepare(self, conversation: int, turn: int,
-                      progress: Callable[[ev.AgentEvent], None] | None = None) -> Prepared:
+                      progress: Callable[[ev.AgentEvent], None] | None = None, *,
+                      squeeze: float = 1.0) -> Prepared:
         """Before each request of turn ``turn``: record the workspace and test
         facts, write a running summary when turns must leave the window, and
         compose the request once (see the module doc). Never raises for the
         side call's failure (it becomes a notice). ``progress`` gets a
         transient notice before a running summary is asked of the model, so
-        the person sees why the reply has not started."""
+        the person sees why the reply has not started. ``squeeze`` (> 1)
+        counts every layer that many times larger, for this request only: the
+        agent's second try after the server counted a request wisp estimated
+        to fit as over the window (text wisp's estimate undercounts, such as
+        base64; issue "Real models, real work": no request that cannot fit)."""
         events = self._drain()
         events += await self.observe_workspace(conversation, turn)
         events += await self.scan_test_runs(conversation, turn)
-        inputs = await self._inputs(conversation)
+        inputs = await self._inputs(conversation, squeeze)
         if self._config("context.assess", False):
             more, inputs = await self._assess(conversation, turn, inputs)
             events += more

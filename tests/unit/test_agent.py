@@ -349,6 +349,63 @@ async def test_only_thinking_and_no_answer_is_said(any_home, tmp_path: Path) -> 
     assert any(isinstance(e, ev.Notice) and "only thought" in e.text for e in events)
 
 
+def overflow(prompt_tokens: int, window: int = 2048) -> dict:
+    """The 400 llama.cpp's server sends for a prompt past its window (its own count in numbers)."""
+    return fault.status(400, {"error": {"message": f"Requested tokens ({prompt_tokens}) exceed context window of "
+                                                   f"{window}", "code": "context_length_exceeded",
+                                        "n_prompt_tokens": prompt_tokens, "n_ctx": window}})
+
+
+def user_text(body: dict) -> str:
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+async def test_a_request_the_server_counts_over_the_window_is_fitted_again_to_its_count(tmp_path: Path,
+                                                                                      wisp_home: Path) -> None:
+    """A new user's 108 kB paste of base64: wisp cut it to its estimate, the server counted 1.45 × that,
+    and the turn failed every time. Now the server's count sizes a second try (once)."""
+    import base64
+
+    with FakeOpenAI() as srv:
+        write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url,
+                                 "model.timeout_s": 5, "model.context_window": 2048})
+        paste = base64.b64encode(bytes(range(256)) * 300).decode()
+        srv.push(overflow(3000), reply(text("It is base64."), usage=(1500, 4)))
+        async with await open_session(tmp_path) as s:
+            events = await run(s, paste)
+            stored = (await s.store.entries(s.conversation_id))[0]
+        first, second = srv.chat_bodies
+    assert events[-1] == ev.TurnEnded(1, "done") and not [e for e in events if isinstance(e, ev.Error)]
+    assert stored.content == paste  # kept whole, as ever
+    [refit] = [e for e in events if isinstance(e, ev.Notice) and "The server counted 3,000 tokens" in e.text]
+    assert refit.key == "fit" and "fitting the request again" in refit.text
+    # the second try carries less of the paste, in proportion to the server's count
+    assert len(user_text(second)) < len(user_text(first)) * 0.8
+
+
+async def test_a_request_refused_again_is_an_error_after_two_tries(tmp_path: Path, wisp_home: Path) -> None:
+    with FakeOpenAI() as srv:
+        write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url,
+                                 "model.timeout_s": 5, "model.context_window": 2048})
+        srv.push(overflow(3000), overflow(2900), reply(text("never sent")))
+        async with await open_session(tmp_path) as s:
+            events = await run(s, "z" * 40_000)
+        assert len(srv.chat_bodies) == 2
+    [error] = [e for e in events if isinstance(e, ev.Error)]
+    assert "2,900 tokens" in error.message and events[-1].state == "error"
+
+
+async def test_an_overflow_the_server_does_not_count_is_not_tried_again(tmp_path: Path, wisp_home: Path) -> None:
+    with FakeOpenAI() as srv:
+        write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url,
+                                 "model.timeout_s": 5, "model.context_window": 2048})
+        srv.push(fault.status(400, {"error": "the input length exceeds the context length"}), reply(text("no")))
+        async with await open_session(tmp_path) as s:
+            events = await run(s, "hello")
+        assert len(srv.chat_bodies) == 1  # no count to size a second try by: the error, as before
+    assert events[-1].state == "error"
+
+
 async def test_a_prompt_larger_than_the_window_is_sent_cut_and_kept_whole(any_home, tmp_path: Path) -> None:
     """Issue "Real models, real work", fitting step 3: a paste too big for the window is kept whole in the
     store and the audit log; the request carries its head and tail and says how to see the rest."""
