@@ -733,7 +733,7 @@ async def _compact(args: argparse.Namespace) -> int:
     an unknown conversation or none stored, or a compaction that cannot be
     applied or undone (one line on stderr)."""
     from .context.compaction import CompactError, apply_compaction, preview_compaction, undo_compaction
-    from .context.summary import turn_ranges
+    from .context.summary import turns_named
     from .session import Session
 
     if args.undo and (args.focus or args.dry_run):
@@ -772,7 +772,7 @@ async def _compact(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(preview.to_markdown())
     if applied is not None:
-        print(f"\nApplied: running summary version {applied.version} covers turns {turn_ranges(applied.covers)}; "
+        print(f"\nApplied: running summary version {applied.version} covers {turns_named(applied.covers)}; "
               "`wisp compact --undo` restores the previous one.")
     elif args.dry_run and preview.draft is not None:
         print("\n(dry run: nothing applied)")

@@ -33,7 +33,7 @@ from typing import Any
 from .composer import build
 from .facts import fact_line
 from .summariser import SummaryDraft, SummaryOutcome
-from .summary import SummaryVersion, turn_ranges
+from .summary import SummaryVersion, turn_ranges, turns_named
 
 __all__ = ["CompactPreview", "CompactError", "preview_compaction", "apply_compaction", "undo_compaction",
            "KEEP_TURNS", "MAX_COMPACT_CALLS", "focus_text"]
@@ -204,7 +204,8 @@ async def preview_compaction(context: Any, conversation: int, focus: str | None 
     if not chosen:
         preview.nothing = (f"Nothing to compact: {'only turn ' + turn_ranges(ended) + ' is' if ended else 'no turn is'} "
                            "in the window besides the newest, which stays whole"
-                           + (f" (turns {turn_ranges(ctx.left)} are summarised already)." if ctx.left else "."))
+                           + (f" ({turns_named(ctx.left)} {'is' if len(set(ctx.left)) == 1 else 'are'} summarised "
+                              "already)." if ctx.left else "."))
         return preview
     facts_text = "\n".join([*facts, fact_line(task)] if task else facts)
     # a turn composed from its kept render was not read: the summariser loads its entries

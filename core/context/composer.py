@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .facts import Fact, FactBook
-from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
+from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges, turns_named
 from .task import task_visible
 from ..tokens import MESSAGE_OVERHEAD, chars_per_token, estimate_messages, estimate_tokens
 from .references import reference_text
@@ -674,5 +674,5 @@ class Composer:
 
 
 def describe_left(ctx: ComposedContext) -> str:
-    """``turns 1–12`` for the turns out of the window (``""`` when none)."""
-    return f"turns {turn_ranges(ctx.left)}" if ctx.left else ""
+    """``turns 1–12`` (or ``turn 1``) for the turns out of the window (``""`` when none)."""
+    return turns_named(ctx.left)

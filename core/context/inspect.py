@@ -21,7 +21,7 @@ from typing import Any
 
 from .composer import ComposedContext
 from .facts import fact_line
-from .summary import turn_ranges
+from .summary import turn_ranges, turns_named
 from ..tokens import estimate_tokens
 
 __all__ = ["LayerRow", "ContextReport", "report_from", "inspect_context"]
@@ -184,13 +184,13 @@ def _hints(ctx: ComposedContext) -> dict[str, str]:
     h["task"] = f"/task clear frees {task.tokens} tokens" if task.tokens else "/task THE TASK; objective: … sets one"
     if ctx.summary is not None:
         refs = ctx.layer("summary").detail.get("references", 0)
-        h["summary"] = (f"covers turns {turn_ranges(ctx.summary.covers)} (version {ctx.summary.version}); "
+        h["summary"] = (f"covers {turns_named(ctx.summary.covers)} (version {ctx.summary.version}); "
                         f"{refs} output reference{'s' if refs != 1 else ''}")
     else:
         h["summary"] = "none yet: every turn fits" if not ctx.must_leave else ""
     if ctx.must_leave:
         h["summary"] = (h["summary"] + "; " if h["summary"] else "") + \
-            f"turns {turn_ranges(ctx.must_leave)} wait for a summary to leave"
+            f"{turns_named(ctx.must_leave)} wait{'s' if len(set(ctx.must_leave)) == 1 else ''} for a summary to leave"
     older = ctx.layer("older")
     nrefs = len(older.detail.get("references") or [])
     h["older"] = (f"{nrefs} reference{'s' if nrefs != 1 else ''} to tool outputs; /show entry N shows one in full"

@@ -39,7 +39,7 @@ from .calibration import Calibration, CalibrationState
 from .composer import SYSTEM_RULES, ComposedContext, ComposeInputs, Composer, FactView, Room, build
 from .facts import Fact, FactOutcome, fact_event, fact_line
 from .notes import ModelNotes, fact_history
-from .summary import SummaryVersion, turn_ranges
+from .summary import SummaryVersion, turn_ranges, turns_named
 from .turns import ToolFlags
 from .workspace import current_branch
 
@@ -269,7 +269,7 @@ class ContextManager:
             # fitting step 2: the running summary takes over old turns
             if progress is not None:
                 writing = self.summariser.plan(ctx)
-                progress(ev.Notice(f"Writing the running summary of turns {turn_ranges(writing)}, so that "
+                progress(ev.Notice(f"Writing the running summary of {turns_named(writing)}, so that "
                                    "they can leave the model's window; the reply starts after it.",
                                    key="summary-writing", transient=True))
             more, ctx = await self._summarise(inputs, ctx, turn)
@@ -400,17 +400,17 @@ class ContextManager:
             events.append(ev.SummaryChanged(conversation, v.version, tuple(v.covers)))
         before = set(ctx.summary.covers) if ctx.summary is not None else set()
         # the turns this summary takes over (the notices name these, as "Writing …" did)
-        covered = turn_ranges(sorted({t for v in outcome.versions for t in v.covers} - before))
+        covered = turns_named(sorted({t for v in outcome.versions for t in v.covers} - before))
         if outcome.failed and outcome.versions:
             events.append(ev.Notice(f"The model could not write the running summary ({outcome.failed}); wisp "
-                                    f"wrote it from the turns' identifiers and your own words, so turns {covered} "
+                                    f"wrote it from the turns' identifiers and your own words, so {covered} "
                                     "leave the window (F4 shows it).", level="warning"))
         elif outcome.failed:
             events.append(ev.Notice(f"The running summary could not be written ({outcome.failed}); the older "
                                     "turns stay whole and the previous summary stays.", level="warning"))
         elif outcome.completed:
             shown = ", ".join(outcome.completed[:6]) + ("…" if len(outcome.completed) > 6 else "")
-            events.append(ev.Notice(f"The model's running summary of turns {covered} left out {shown}; wisp kept "
+            events.append(ev.Notice(f"The model's running summary of {covered} left out {shown}; wisp kept "
                                     "them in it itself (F4 shows which part it wrote).", key="summary-completed"))
         after = ctx
         if outcome.versions:

@@ -48,6 +48,15 @@ def turn_ranges(turns: list[int] | tuple[int, ...] | set[int]) -> str:
     return ", ".join(parts)
 
 
+def turns_named(turns: list[int] | tuple[int, ...] | set[int]) -> str:
+    """``turn 5`` for one turn, ``turns 1–4, 6`` for more (``turn_ranges``
+    with its noun, for the person's sentences; ``""`` for none)."""
+    nums = set(int(t) for t in turns)
+    if not nums:
+        return ""
+    return f"turn{'s' if len(nums) != 1 else ''} {turn_ranges(nums)}"
+
+
 @dataclass(frozen=True)
 class SummaryVersion:
     """One version of a conversation's running summary.

@@ -389,3 +389,11 @@ async def test_while_the_running_summary_is_written_the_turn_says_so(wisp_home: 
     from wisp.core.context.summary import turn_ranges
 
     assert changed and f"of turns {turn_ranges(sorted(changed[-1].covers))}," in writing[0].text
+
+
+def test_turns_named_says_turn_for_one_and_turns_for_more() -> None:
+    """The person's sentences name turns with the right noun (a new user read "turns 1 wait")."""
+    from wisp.core.context.summary import turns_named
+
+    assert turns_named([5]) == "turn 5" and turns_named({7, 7}) == "turn 7"
+    assert turns_named([3, 1, 2, 6]) == "turns 1–3, 6" and turns_named([]) == ""

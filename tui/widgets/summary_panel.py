@@ -60,7 +60,7 @@ class SummaryPanel(ContextPanel):
         :class:`~wisp.core.context.summary.SummaryVersion`, or ``None``) and
         every version (``versions``, newest first; only the one in effect
         when not given)."""
-        from wisp.core.context.summary import turn_ranges  # the context loads after the first frame
+        from wisp.core.context.summary import turn_ranges, turns_named  # the context loads after the first frame
 
         versions = list(versions if versions is not None else ([summary] if summary is not None else []))
         if summary is None and not versions:
@@ -70,14 +70,15 @@ class SummaryPanel(ContextPanel):
         if summary is None:
             out.append("None in effect: every turn is in the window whole.", style="bold")
         else:
-            out.append(f"version {summary.version} · turns {turn_ranges(summary.covers)}", style="bold")
+            out.append(f"version {summary.version} · {turns_named(summary.covers)}", style="bold")
             out.append(f"\n{_origin(summary)} · {_writers(summary)}", style="dim")
             if summary.kept_whole:
-                out.append(f"\nkept whole: turns {turn_ranges(summary.kept_whole)}", style="yellow")
+                out.append(f"\nkept whole: {turns_named(summary.kept_whole)}", style="yellow")
             if summary.kept:
                 shown = ", ".join(summary.kept[:KEPT_SHOWN])
                 more = f" and {len(summary.kept) - KEPT_SHOWN} more" if len(summary.kept) > KEPT_SHOWN else ""
-                out.append(f"\nkeeps {len(summary.kept)} identifiers: ", style="bold")
+                noun = "identifier" if len(summary.kept) == 1 else "identifiers"
+                out.append(f"\nkeeps {len(summary.kept)} {noun}: ", style="bold")
                 out.append(shown + more, style="cyan")
             model_part = summary.model_part if summary.model else ""
             if model_part:
@@ -96,7 +97,7 @@ class SummaryPanel(ContextPanel):
         if older:
             out.append("\n\nversions", style="bold")
             for v in older:
-                turns = f"turns {turn_ranges(v.covers)}" if v.covers else "no turns"
+                turns = turns_named(v.covers) if v.covers else "no turns"
                 out.append(f"\nv{v.version} · {turns} · {_origin(v)} · {len(v.kept)} ids · {_writers(v)}",
                            style="dim")
             if len(versions) - 1 > OLDER_SHOWN:
