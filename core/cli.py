@@ -225,6 +225,8 @@ def main(argv: Sequence[str] | None = None,
     """Run ``wisp`` with ``argv``; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
+    # the words before the command's name: the chat's flags written there (see _check_chat_flags)
+    args.before_command = argv[:argv.index(args.command)] if args.command in argv else []
     if args.command is None:
         return _main(args, run_tui)
     saved = sys.stdout, sys.stderr
@@ -361,6 +363,40 @@ def _check_flags(args: argparse.Namespace) -> None:
     workdir = getattr(args, "workdir", None)
     if workdir is not None and not Path(workdir).is_dir():
         raise UsageError(f"--workdir {workdir} is not a directory")
+    if args.command not in (None, "ask"):
+        _check_chat_flags(args)
+
+
+#: The chat's flags (:func:`_session_flags`), as written before a command: ``wisp --resume 6 inspect context``.
+_CHAT_FLAGS = ("--continue", "--all", "--resume", "--fork", "--profile", "--tool", "--workdir")
+
+
+def _check_chat_flags(args: argparse.Namespace) -> None:
+    """A command other than the chat and ``ask`` given the chat's flags: ``--resume ID`` means
+    ``--conversation ID`` where the command takes one (a new user's ``wisp --resume 6 inspect
+    context`` took the newest conversation), and ``--continue [--all]`` its default (``--all``);
+    any other is refused with a :class:`UsageError`, not ignored."""
+    before = set()
+    for word in getattr(args, "before_command", []):  # argparse takes a flag's unique prefix too
+        named = [flag for flag in _CHAT_FLAGS if word.startswith("--") and flag.startswith(word.split("=", 1)[0])]
+        before.update(named if len(named) == 1 else [])
+    if "--resume" in before and hasattr(args, "conversation"):
+        if args.conversation is not None and args.conversation != args.resume:
+            raise UsageError(f"--resume {args.resume} and --conversation {args.conversation} name two "
+                             "conversations")
+        args.conversation = args.resume
+        before.discard("--resume")
+    if hasattr(args, "conversation") and "--continue" in before:
+        before.discard("--continue")  # the newest conversation of this directory is these commands' default
+        if "--all" in before and hasattr(args, "all"):
+            args.all = True
+            before.discard("--all")
+    given = [flag for flag in _CHAT_FLAGS if flag in before]
+    if given:
+        picks = " (--conversation ID picks the conversation)" if hasattr(args, "conversation") else ""
+        one = len(given) == 1
+        raise UsageError(f"{', '.join(given)} belong{'s' if one else ''} to the chat (`wisp {given[0]} …`) and "
+                         f"`wisp ask`; `wisp {args.command}` does not take {'it' if one else 'them'}{picks}")
 
 
 def _check_tui_options(options: SessionOptions) -> None:

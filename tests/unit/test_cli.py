@@ -181,6 +181,24 @@ def test_bad_tui_options_stop_before_the_screen_opens(wisp_home: Path, args, wor
     assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
 
 
+def test_the_chats_flags_before_another_command_are_used_or_refused_never_ignored(ollama_home,
+                                                                                   tmp_path: Path) -> None:
+    """A new user's `wisp --resume 6 inspect context` showed the newest conversation, not 6."""
+    assert wisp("ask", "first", cwd=tmp_path).returncode == 0
+    assert wisp("ask", "second", cwd=tmp_path).returncode == 0  # the newest: conversation 2
+    shown = json.loads(wisp("--resume", "1", "inspect", "context", "--json", cwd=tmp_path).stdout)
+    assert shown["conversation"] == 1
+    newest = json.loads(wisp("--continue", "inspect", "context", "--json", cwd=tmp_path).stdout)
+    assert newest["conversation"] == 2  # --continue is inspect's default
+    for args, words in ((["--resume", "1", "inspect", "context", "--conversation", "2"], "name two conversations"),
+                        (["--resume", "1", "conversations"], "`wisp conversations` does not take it"),
+                        (["--tool", "read_file", "inspect", "context"], "--tool belongs to the chat"),
+                        (["--workdir", str(tmp_path), "--profile", "x", "export", "1"],
+                         "--profile, --workdir belong to the chat"),):
+        r = wisp(*args, cwd=tmp_path)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
 def test_ask_json_reports_a_refused_connection_as_an_event(wisp_home: Path, tmp_path: Path) -> None:
     srv = FakeOllama().start()
     url = srv.base_url
