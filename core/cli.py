@@ -164,7 +164,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     ask = sub.add_parser("ask", help="run one turn and stream the reply to stdout")
-    ask.add_argument("prompt", help="the prompt; - reads it from stdin")
+    ask.add_argument("prompt", nargs="?", default=None,
+                     help="the prompt; - (or none, with stdin not a terminal) reads it from stdin")
     ask.add_argument("--json", action="store_true", help="print one JSON event a line")
     ask.add_argument("--model", metavar="NAME", help="use model NAME for this turn (the endpoint must list it)")
     _session_flags(ask)
@@ -431,12 +432,58 @@ def _check_tui_options(options: SessionOptions) -> None:
 
 
 async def _ask(args: argparse.Namespace) -> int:
-    if args.prompt == "-":  # bytes that are not UTF-8 become replacement characters, not a crash
+    """``wisp ask``: one turn (:func:`_ask_turn`). SIGTERM stops it as Ctrl+C
+    does: the turn is recorded as stopped with what the model had said (a new
+    user's SIGTERM left the turn open until the next run), and the exit code
+    is 143 (128 + SIGTERM)."""
+    import signal
+
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError, ValueError):  # no signal handlers here (not the main thread)
+        return await _ask_turn(args)
+    try:
+        return await _ask_turn(args)
+    except asyncio.CancelledError:
+        if not terminated or task is None:
+            raise
+        task.uncancel()
+        lead = "\n" if sys.stderr.isatty() else ""
+        print(f"{lead}wisp: stopped (SIGTERM); what the model had said is kept, and `wisp ask --continue` "
+              "goes on from it.", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _has_words(prompt: str) -> bool:
+    """True when ``prompt`` holds something to read: a character that is
+    neither whitespace nor a control or format character (a prompt of only
+    escape codes or NULs is empty; a new user's was sent to the model)."""
+    import unicodedata
+
+    return any(not c.isspace() and unicodedata.category(c)[0] != "C" for c in prompt)
+
+
+async def _ask_turn(args: argparse.Namespace) -> int:
+    if args.prompt is None and sys.stdin.isatty():
+        raise UsageError('say what to ask: wisp ask "PROMPT", or pipe it in (echo PROMPT | wisp ask)')
+    if args.prompt in ("-", None):  # bytes that are not UTF-8 become replacement characters, not a crash
         prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     else:
         prompt = args.prompt.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
-    if not prompt.strip():
-        raise UsageError("the prompt is empty")
+    if not _has_words(prompt):
+        raise UsageError("the prompt is empty" if not prompt.strip() else
+                         "the prompt has only control characters; nothing was sent")
     from . import events as ev
     from .session import Session
 

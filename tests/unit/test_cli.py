@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from wisp.core import __version__
 from tests.support.home import write_config
@@ -302,3 +303,60 @@ def test_ctrl_c_in_ask_says_the_reply_so_far_is_kept_and_it_is(ollama_home, tmp_
     exported = json.loads(wisp("export", "1", "--format", "json").stdout)
     replies = [e for e in exported["entries"] if e["kind"] == "reply"]
     assert replies and replies[-1]["content"].startswith("first words")
+
+
+def test_sigterm_in_ask_records_the_turn_as_stopped_with_the_reply_so_far(ollama_home, tmp_path: Path) -> None:
+    """A new user's SIGTERM (a terminal closed, `timeout`, a supervisor) left the turn "open" until the
+    next run; now it ends the turn as Ctrl+C does."""
+    import select
+    import signal
+
+    from tests.support.fakes import pause
+
+    home, srv = ollama_home
+    srv.script.append(reply("first words ", pause(30), "never sent"))
+    proc = subprocess.Popen([WISP, "ask", "tell me a long story"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path, env=os.environ.copy())
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no reply text within 60 s"
+        first = os.read(proc.stdout.fileno(), 4096)
+        proc.send_signal(signal.SIGTERM)
+        rest, errb = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    err = errb.decode()
+    assert proc.returncode == 143, err
+    assert (first + rest).decode().startswith("first words") and "stopped (SIGTERM)" in err
+    exported = json.loads(wisp("export", "1", "--format", "json").stdout)
+    assert exported["turns"][-1]["state"] == "stopped", exported["turns"]
+    replies = [e for e in exported["entries"] if e["kind"] == "reply"]
+    assert replies and replies[-1]["content"].startswith("first words")
+
+
+
+def test_a_prompt_piped_in_needs_no_dash(ollama_home, tmp_path: Path) -> None:
+    """`echo q | wisp ask` reads the prompt from stdin, as `-` does (a new user expected it to)."""
+    home, srv = ollama_home
+    r = subprocess.run([WISP, "ask"], input=b"what is 2+2?\n", capture_output=True, cwd=tmp_path,
+                       env=os.environ.copy(), timeout=60)
+    assert r.returncode == 0 and r.stdout.decode() == "You said: what is 2+2?\n\n", r.stderr
+
+
+def test_a_prompt_of_control_characters_only_is_refused_and_nothing_is_sent(ollama_home, tmp_path: Path) -> None:
+    home, srv = ollama_home
+    r = subprocess.run([WISP, "ask", "-"], input=b"\x01\x02\x1b\x00\x7f\r\n\t", capture_output=True, cwd=tmp_path,
+                       env=os.environ.copy(), timeout=60)
+    assert r.returncode == 2 and b"only control characters" in r.stderr and srv.chat_bodies == []
+    assert json.loads(wisp("conversations", "--json").stdout)["conversations"] == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(noise=st.text(alphabet=st.characters(categories=["Cc", "Cf", "Zs", "Zl", "Zp"])),
+       word=st.characters(categories=["L", "N", "P", "S"]), at=st.integers(min_value=0))
+def test_a_prompt_has_words_when_any_character_is_not_space_or_control(noise: str, word: str, at: int) -> None:
+    from wisp.core.cli import _has_words
+
+    assert not _has_words(noise)
+    i = at % (len(noise) + 1)
+    assert _has_words(noise[:i] + word + noise[i:])
