@@ -98,5 +98,17 @@ def resolve_theme(name: str | None, available: set[str] | frozenset[str],
     return name if name in available else WISP_THEME.name
 
 
+def theme_problem(name: str | None, available: set[str] | frozenset[str]) -> str | None:
+    """What is wrong with config ``ui.theme`` ``name`` when this wisp has no
+    such theme (a name written by hand in config.json, which the file's load
+    does not check: it may name a theme of a newer wisp), else ``None``.
+    :func:`resolve_theme` uses wisp's dark theme for it."""
+    name = (name or "auto").strip()
+    if name in ("auto", "dark", "light") or name in available:
+        return None
+    return (f'ui.theme "{name[:40]}" in the config file is not a theme here, so wisp\'s dark theme is used; '
+            "/config set ui.theme NAME (Ctrl+T cycles them) takes dark, light, auto or a theme's name.")
+
+
 __all__ = ["STYLESHEET", "SYNTAX_THEME", "SYNTAX_THEME_LIGHT", "WISP_THEME", "WISP_LIGHT_THEME", "WISP_THEMES",
-           "background_is_light", "resolve_theme", "syntax_theme"]
+           "background_is_light", "resolve_theme", "syntax_theme", "theme_problem"]

@@ -190,7 +190,10 @@ class WispApp(ConversationActions, Guarded, App[int]):
             collector.started()  # the core is imported and the session built: the garbage collector runs again
             s = self.session
             self.apply_theme()
-            for problem in s.mcp.problems:  # AGENTS.md's were shown with the conversation
+            from wisp.themes import theme_problem
+
+            theme_says = theme_problem(s.config.get("ui.theme"), set(self.available_themes))
+            for problem in [*s.mcp.problems, *([theme_says] if theme_says else [])]:  # AGENTS.md's: shown already
                 await self.chat.add(Notice(problem, "warning"))
             await self.show_start(notes=False)  # the welcome, the profile (issue 16); the note is shown
             from wisp.core.episodes.refine import REFINE_INTERVAL_S

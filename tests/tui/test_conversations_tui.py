@@ -265,6 +265,23 @@ async def test_themes_switch_at_once_and_unknown_names_are_refused(ollama_home, 
         assert "theme nord" in str(app.status.render())
 
 
+async def test_a_theme_written_by_hand_that_is_not_one_is_said_at_start(ollama_home, tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    """A new user wrote ui.theme by hand in config.json: `config set` checks the name, the file's load
+    does not (it may name a newer wisp's theme), and the TUI used its dark theme without a word."""
+    home, srv = ollama_home
+    monkeypatch.delenv("COLORFGBG", raising=False)
+    config = json.loads((home / "config.json").read_text())
+    config["ui"] = {"theme": "solarised"}
+    (home / "config.json").write_text(json.dumps(config))
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        assert app.theme == "wisp"
+        said = [str(n.render()) for n in app.chat.query(Notice)]
+        assert any('ui.theme "solarised"' in t and "not a theme here" in t for t in said), said
+
+
 async def test_auto_theme_follows_a_light_terminal(ollama_home, tmp_path: Path, monkeypatch) -> None:
     home, srv = ollama_home
     monkeypatch.setenv("COLORFGBG", "0;15")
