@@ -237,6 +237,9 @@ class ComposedContext:
     #: ``tools``, summed from the parts as they are composed, so nothing
     #: reads the whole request again to count it (issue 12); ``None`` when unknown.
     estimated: int | None = None
+    #: ``context.reserve`` as configured (tokens), when the reply's room was capped below it at a
+    #: quarter of the window (:func:`build`); ``None`` when ``reserve`` is what was asked.
+    reserve_asked: int | None = None
     #: Entries of the current turn sent cut to fit the window (:func:`fit_current`).
     cut: list[CutEntry] = field(default_factory=list)
     #: How many ended turns were sent whole (``context.recent_turns``, or 0 once fitting needed it).
@@ -448,7 +451,7 @@ def build(inp: ComposeInputs) -> ComposedContext:
         left=list(inp.summary.covers) if inp.summary else [], must_leave=must_leave, references=references,
         summary=inp.summary, task=task, facts=list(inp.facts), turn=inp.turn, window_source=inp.window_source,
         model=inp.model, calibration_samples=inp.calibration_samples, flags=inp.flags, estimated=estimated,
-        cut=cut, recent_turns=recent_n,
+        cut=cut, recent_turns=recent_n, reserve_asked=inp.reserve if inp.reserve > reserve else None,
     )
 
 

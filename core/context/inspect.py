@@ -87,12 +87,15 @@ class ContextReport:
     side_calls: list[str] = field(default_factory=list)
     #: How the request gives the tools to the model: ``native`` (the ``tools`` field) or ``prompted``.
     tool_mode: str = "native"
+    #: ``context.reserve`` as configured when it was capped at a quarter of the window, else ``None``.
+    reserve_asked: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``wisp inspect context --json``)."""
         return {
             "conversation": self.conversation, "model": self.model, "window": self.window,
-            "window_source": self.window_source, "reserve": self.reserve, "budget": self.budget,
+            "window_source": self.window_source, "reserve": self.reserve, "reserve_asked": self.reserve_asked,
+            "budget": self.budget,
             "total": self.total, "tokens_left": self.tokens_left,
             "calibration": {"ratio": round(self.ratio, 4), "samples": self.samples},
             "layers": [r.to_dict() for r in self.rows], "left_window": self.left,
@@ -123,7 +126,9 @@ class ContextReport:
         if exact:
             cal = f"exact (the server's tokenizer): {', '.join(exact)}; the others: {cal}"
         side = f"; side calls around the last turn: {'; '.join(self.side_calls)}" if self.side_calls else ""
-        return (f"window {self.window:,} tokens ({self.window_source}) − reserve {self.reserve:,} = budget "
+        capped = (f" (context.reserve {self.reserve_asked:,} is capped at a quarter of the window)"
+                  if self.reserve_asked else "")
+        return (f"window {self.window:,} tokens ({self.window_source}) − reserve {self.reserve:,}{capped} = budget "
                 f"{self.budget:,}; next request ≈ {self.total:,} tokens; {self.tokens_left:,} left; {cal}{side}")
 
     def table_rows(self) -> list[tuple[str, str, str, str, str]]:
@@ -214,7 +219,8 @@ def report_from(ctx: ComposedContext) -> ContextReport:
         conversation=ctx.conversation, model=ctx.model, window=ctx.window, window_source=ctx.window_source,
         reserve=ctx.reserve, budget=ctx.budget, total=ctx.total, tokens_left=ctx.tokens_left, ratio=ctx.ratio,
         samples=ctx.calibration_samples, rows=rows, messages=ctx.messages, tools=ctx.tools, left=list(ctx.left),
-        must_leave=list(ctx.must_leave), tool_mode=str(ctx.layer("tools").detail.get("mode") or "native"))
+        must_leave=list(ctx.must_leave), tool_mode=str(ctx.layer("tools").detail.get("mode") or "native"),
+        reserve_asked=ctx.reserve_asked)
 
 
 async def count_exactly(report: ContextReport, ctx: ComposedContext, count: Any) -> None:

@@ -141,6 +141,20 @@ def test_token_budget_is_window_less_reserve_and_layers_add_up() -> None:
     assert ctx.layer("facts").items == 1 and ctx.layer("task").tokens == 0
 
 
+def test_a_reserve_above_a_quarter_of_the_window_is_capped_and_says_so() -> None:
+    """context.reserve past a quarter of the window is capped (the request keeps its room), and
+    /inspect context says so instead of showing the capped figure alone (a new user's report)."""
+    from wisp.core.context.inspect import report_from
+
+    capped = build(inputs(window=8192, reserve=4000))
+    assert (capped.reserve, capped.budget, capped.reserve_asked) == (2048, 6144, 4000)
+    line = report_from(capped).headline()
+    assert "reserve 2,048 (context.reserve 4,000 is capped at a quarter of the window)" in line
+    assert report_from(capped).to_dict()["reserve_asked"] == 4000
+    kept = build(inputs(window=8192, reserve=2048))
+    assert kept.reserve_asked is None and "capped" not in report_from(kept).headline()
+
+
 def test_calibration_scales_every_layer() -> None:
     nums = Numbers()
     ended = [(1, turn_with_read(nums, "q", "out " * 200, "a"))]
