@@ -45,8 +45,8 @@ class Forwarded:
     ``max_tokens`` (the body's, or ``None``), ``shaped`` (the body asked for
     a ``response_format``: a side call that needs a shape), ``prompt_tokens``
     and ``completion_tokens`` (the server's usage report, ``None`` without
-    one), ``seconds`` (wall time) and ``last`` (the first 200 characters of
-    the request's last message)."""
+    one), ``seconds`` (wall time), ``last`` (the first 200 characters of
+    the request's last message) and ``overflow``."""
 
     status: int
     max_tokens: int | None
@@ -55,12 +55,16 @@ class Forwarded:
     completion_tokens: int | None = None
     seconds: float = 0.0
     last: str = ""
+    #: The prompt tokens the server counted when it refused the request as over its window, else ``None``.
+    overflow: int | None = None
 
 
-def _usage(raw: bytes) -> tuple[int | None, int | None]:
+def _usage(raw: bytes) -> tuple[int | None, int | None, int | None]:
     """The prompt and completion tokens of a chat reply (an SSE stream or one
-    JSON object); the last usage report wins."""
-    prompt = completion = None
+    JSON object; the last usage report wins), and the prompt tokens an error
+    object says it counted when the server refused the prompt as over its
+    window (llama.cpp's ``n_prompt_tokens``; ``None`` for no refusal)."""
+    prompt = completion = overflow = None
     text = raw.decode("utf-8", "replace")
     bodies = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")] or [text]
     for body in bodies:
@@ -71,7 +75,10 @@ def _usage(raw: bytes) -> tuple[int | None, int | None]:
         usage = obj.get("usage") if isinstance(obj, dict) else None
         if isinstance(usage, dict) and usage.get("prompt_tokens") is not None:
             prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return prompt, completion
+        error = obj.get("error") if isinstance(obj, dict) else None
+        if isinstance(error, dict) and error.get("n_prompt_tokens") is not None:
+            overflow = int(error["n_prompt_tokens"])
+    return prompt, completion, overflow
 
 
 @dataclass
@@ -164,10 +171,10 @@ class ScriptedReads:
                 h.wfile.flush()
             status = r.status_code
         if chat:
-            prompt, completion = _usage(bytes(kept))
+            prompt, completion, overflow = _usage(bytes(kept))
             messages = body.get("messages") or [{}]
             record = Forwarded(status, body.get("max_tokens"), "response_format" in body, prompt, completion,
-                               time.monotonic() - started, str(messages[-1].get("content") or "")[:200])
+                               time.monotonic() - started, str(messages[-1].get("content") or "")[:200], overflow)
             with self._lock:
                 self.forwarded.append(record)
 
