@@ -138,6 +138,22 @@ class _Step:
     def streams(self) -> list[StreamedEntry]:
         return [s for s in (self.thought, self.reply) if s is not None]
 
+    async def take(self, kind: str, text: str, store: Any, conversation: int, turn_id: int) -> None:
+        """The next piece of the step's ``reply`` or ``thinking`` (``kind``):
+        kept, and written to its entry as it streams (the entry is made at
+        the first piece that is not empty)."""
+        (self.text if kind == "reply" else self.thinking).append(text)
+        if not text:
+            return
+        stream = self.reply if kind == "reply" else self.thought
+        if stream is None:
+            stream = StreamedEntry(store, conversation, turn_id, kind)
+            if kind == "reply":
+                self.reply = stream
+            else:
+                self.thought = stream
+        await stream.add(text)
+
     def has_output(self) -> bool:
         """True once the model's reply, thinking or a call has come in this step."""
         return bool(self.text or self.thinking or self.calls)
@@ -285,18 +301,10 @@ class Agent:
                     try:
                         async for item in endpoint.stream_chat(messages, schemas, options):
                             if isinstance(item, mb.TextDelta):
-                                step.text.append(item.text)
-                                if item.text:
-                                    if step.reply is None:
-                                        step.reply = StreamedEntry(self.store, conversation, turn.id, "reply")
-                                    await step.reply.add(item.text)
+                                await step.take("reply", item.text, self.store, conversation, turn.id)
                                 yield ev.TextDelta(item.text)
                             elif isinstance(item, mb.ThinkingDelta):
-                                step.thinking.append(item.text)
-                                if item.text:
-                                    if step.thought is None:
-                                        step.thought = StreamedEntry(self.store, conversation, turn.id, "thinking")
-                                    await step.thought.add(item.text)
+                                await step.take("thinking", item.text, self.store, conversation, turn.id)
                                 yield ev.ThinkingDelta(item.text)
                             elif isinstance(item, mb.ToolCallRequest):
                                 step.calls.append(item)

@@ -277,27 +277,34 @@ def test_help_names_the_config_file_wisp_home_points_at(tmp_path) -> None:
     assert f"show or change settings in {tmp_path / 'config.json'}" in " ".join(r.stdout.split())
 
 
-def test_ctrl_c_in_ask_says_the_reply_so_far_is_kept_and_it_is(ollama_home, tmp_path: Path) -> None:
-    """A new user pressed Ctrl+C in `wisp ask`: the partial reply was kept, but nothing said so."""
+def stop_ask_midway(srv, cwd: Path, signum: int) -> tuple[int, str, str]:
+    """Run `wisp ask` against a reply that pauses after its first words, send ``signum`` once those
+    words are out (read from its stdout, not timed), and give its exit code, stdout and stderr."""
     import select
-    import signal
 
     from tests.support.fakes import pause
 
-    home, srv = ollama_home
     srv.script.append(reply("first words ", pause(30), "never sent"))
     proc = subprocess.Popen([WISP, "ask", "tell me a long story"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=tmp_path, env=os.environ.copy())
+                            cwd=cwd, env=os.environ.copy())
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         assert ready, "no reply text within 60 s"
         first = os.read(proc.stdout.fileno(), 4096)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         rest, errb = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    out, err = (first + rest).decode(), errb.decode()
-    assert proc.returncode == 130, err
+    return proc.returncode, (first + rest).decode(), errb.decode()
+
+
+def test_ctrl_c_in_ask_says_the_reply_so_far_is_kept_and_it_is(ollama_home, tmp_path: Path) -> None:
+    """A new user pressed Ctrl+C in `wisp ask`: the partial reply was kept, but nothing said so."""
+    import signal
+
+    home, srv = ollama_home
+    code, out, err = stop_ask_midway(srv, tmp_path, signal.SIGINT)
+    assert code == 130, err
     assert out.startswith("first words")
     assert "stopped (Ctrl+C)" in err and "wisp ask --continue" in err
     exported = json.loads(wisp("export", "1", "--format", "json").stdout)
@@ -308,26 +315,12 @@ def test_ctrl_c_in_ask_says_the_reply_so_far_is_kept_and_it_is(ollama_home, tmp_
 def test_sigterm_in_ask_records_the_turn_as_stopped_with_the_reply_so_far(ollama_home, tmp_path: Path) -> None:
     """A new user's SIGTERM (a terminal closed, `timeout`, a supervisor) left the turn "open" until the
     next run; now it ends the turn as Ctrl+C does."""
-    import select
     import signal
 
-    from tests.support.fakes import pause
-
     home, srv = ollama_home
-    srv.script.append(reply("first words ", pause(30), "never sent"))
-    proc = subprocess.Popen([WISP, "ask", "tell me a long story"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=tmp_path, env=os.environ.copy())
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 60)
-        assert ready, "no reply text within 60 s"
-        first = os.read(proc.stdout.fileno(), 4096)
-        proc.send_signal(signal.SIGTERM)
-        rest, errb = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    err = errb.decode()
-    assert proc.returncode == 143, err
-    assert (first + rest).decode().startswith("first words") and "stopped (SIGTERM)" in err
+    code, out, err = stop_ask_midway(srv, tmp_path, signal.SIGTERM)
+    assert code == 143, err
+    assert out.startswith("first words") and "stopped (SIGTERM)" in err
     exported = json.loads(wisp("export", "1", "--format", "json").stdout)
     assert exported["turns"][-1]["state"] == "stopped", exported["turns"]
     replies = [e for e in exported["entries"] if e["kind"] == "reply"]
