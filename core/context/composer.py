@@ -444,7 +444,9 @@ def build(inp: ComposeInputs) -> ComposedContext:
             over -= s.tokens
     messages = [{"role": "system", "content": system_content}, *older_msgs, *recent_msgs, *current_msgs]
     estimated += estimate_messages(messages[:1]) + (estimate_messages(current_msgs) if current_msgs else 0)
-    estimated += estimate_tokens(tools_json)
+    # the tools as the model reads them (the schemas' JSON, or the prompted protocol's text and examples),
+    # as the tools layer counts them: the calibration's sample is the server's count over this estimate
+    estimated += estimate_tokens(tool_text) if inp.tools else 0
     return ComposedContext(
         conversation=inp.conversation, messages=messages, tools=list(inp.tools), layers=ordered,
         window=inp.window, reserve=reserve, budget=budget, total=total, ratio=ratio, turns=slices,

@@ -155,6 +155,21 @@ def test_a_reserve_above_a_quarter_of_the_window_is_capped_and_says_so() -> None
     assert kept.reserve_asked is None and "capped" not in report_from(kept).headline()
 
 
+def test_the_estimate_counts_the_tools_as_the_model_reads_them() -> None:
+    """Under the prompted protocol the tools reach the model as text and worked examples, not as the
+    schemas' JSON: the request's estimate (the calibration's sample is the server's count over it)
+    counts that text, as the tools layer does. Counting the JSON made the calibration drift on the
+    embedded model: planned 759 tokens for a request the server counted at 655."""
+    from wisp.core.tokens import estimate_tokens
+
+    prompted = "## read_file\nRead a text file. Call it so:\n<tool_call>{...}</tool_call>\n" * 40
+    native = build(inputs())
+    as_text = build(inputs(tool_layer=("prompted", prompted)))
+    tools_json = json.dumps(TOOLS, ensure_ascii=False)
+    assert as_text.estimated - native.estimated == estimate_tokens(prompted) - estimate_tokens(tools_json)
+    assert abs(as_text.total - as_text.estimated) <= len(as_text.layers)  # ratio 1: the layers add up to it
+
+
 def test_calibration_scales_every_layer() -> None:
     nums = Numbers()
     ended = [(1, turn_with_read(nums, "q", "out " * 200, "a"))]
