@@ -25,6 +25,15 @@ from .modal import WispModal
 
 __all__ = ["InspectContextScreen"]
 
+#: The box's share of the screen's width (``#inspect-box`` in inspect_context.tcss), and what its
+#: border and padding take (cells, modal.tcss).
+BOX_SHARE = 0.96
+BOX_FRAME = 4
+#: DataTable's padding on each side of a cell, its vertical scrollbar, and the narrowest hint column (cells).
+CELL_PADDING = 2
+SCROLLBAR = 2
+MIN_HINT = 24
+
 
 class InspectContextScreen(WispModal[None]):
     """The layers of ``report`` (a :class:`~wisp.core.context.inspect.ContextReport`)
@@ -89,16 +98,26 @@ class InspectContextScreen(WispModal[None]):
                                          theme=self._code_style, word_wrap=True)))
         return widgets
 
+    def _hint_width(self, rows: list[tuple[str, str, str, str, str]]) -> int:
+        """The hint column's width (cells): what the box leaves after the other
+        four columns, so a long hint wraps onto more lines instead of running
+        off the box (a new user saw them cut at 120 columns)."""
+        box = int(self.app.size.width * BOX_SHARE) - BOX_FRAME
+        heads = ("layer", "tokens", "window", "items")
+        fixed = sum(max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads))
+        return max(MIN_HINT, box - fixed - CELL_PADDING * 5 - SCROLLBAR)
+
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
+        rows = self.report.table_rows()
         table.add_column("layer")
         table.add_column("tokens")
         table.add_column("window")
         table.add_column("items")
-        table.add_column("hint")
-        for label, tokens, share, items, hint in self.report.table_rows():
+        table.add_column("hint", width=self._hint_width(rows))
+        for label, tokens, share, items, hint in rows:
             table.add_row(label, Text(tokens, justify="right"), Text(share, justify="right"),
-                          Text(items, justify="right"), hint)
+                          Text(items, justify="right"), Text(hint), height=None)
         pct = f"{self.report.total / self.report.window * 100:.1f}%" if self.report.window else ""
         table.add_row(Text("total", style="bold"), Text(f"{self.report.total:,}", justify="right", style="bold"),
                       Text(pct, justify="right"), "", "")
