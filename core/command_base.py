@@ -45,7 +45,10 @@ Handler = Callable[[Any, list[str], str], Awaitable[CommandResult]]
 class Command:
     """A slash command: its name, handler, usage line, one-line help and
     aliases; ``asks_model`` marks one that makes a side call (``/compact``'s
-    preview), which a screen runs without waiting on it."""
+    preview) and ``asks_endpoint`` one that asks the endpoint something
+    (``/model``'s list): a screen runs either without waiting on it, since a
+    busy server (the embedded one serves one request at a time) can take
+    minutes to answer."""
 
     name: str
     handler: Handler
@@ -53,3 +56,4 @@ class Command:
     help: str
     aliases: tuple[str, ...] = field(default_factory=tuple)
     asks_model: bool = False
+    asks_endpoint: bool = False

@@ -72,6 +72,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
     BINDINGS = [
         Binding("f1", "help", "Help"),
         Binding("escape", "stop", "Stop reply", show=False),
+        # Ctrl+C stops a reply too (the input copies a selection first; with nothing running, Textual's hint)
+        Binding("ctrl+c", "interrupt", "Stop reply", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("pageup", "scroll_chat('page_up')", "Scroll up", show=False, priority=True),
         Binding("pagedown", "scroll_chat('page_down')", "Scroll down", show=False, priority=True),
@@ -107,6 +109,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
         self.setup_themes()
         self._store: Any = None  # the store, from the moment it opens (before the session is built)
         self.turn_worker: Worker[Any] | None = None
+        #: A command running beside the screen (/compact's preview, /model's list): Esc and Ctrl+C stop it.
+        self.command_worker: Worker[Any] | None = None
         self._first_shown: int | None = None
         self._last_turn_shown = 0
         self._session_closing = False
@@ -342,7 +346,10 @@ class WispApp(ConversationActions, Guarded, App[int]):
                     await self.chat.add(Notice(f"/{command.name} waits for the reply to end; press Esc to stop "
                                                "it first.", "warning"))
                     return
-                self.run_model_command(text)
+                self.command_worker = self.run_model_command(text)
+                return
+            if command is not None and command.asks_endpoint:  # /model: a busy server answers in minutes
+                self.command_worker = self.run_endpoint_command(text, command.name)
                 return
             await self.show_command_result(text, await run_command(self.session, text))
             return
@@ -400,6 +407,41 @@ class WispApp(ConversationActions, Guarded, App[int]):
             ticker.stop()
             self.status.state = was
             await waiting.remove()
+        await self.show_command_result(text, result)
+
+    @work(exclusive=True, group="endpoint-command", exit_on_error=False)
+    async def run_endpoint_command(self, text: str, name: str) -> None:
+        """A command that asks the endpoint (``/model``), run beside the screen:
+        the keys keep working while a busy server takes its time (a new user's
+        screen took no key for minutes while the embedded model served another
+        wisp), and after a second a line says what it waits for; Esc or Ctrl+C
+        stops waiting."""
+        from wisp.core.commands import run_command
+
+        assert self.session is not None
+        waiting: Notice | None = None
+        started = time.monotonic()
+
+        def tick() -> None:
+            nonlocal waiting
+            line = (f"/{name}: waiting for the endpoint, {time.monotonic() - started:.0f} s so far (a server busy "
+                    "with another request answers when it is free; Esc stops waiting)")
+            if waiting is None:
+                waiting = Notice(line)
+                self.call_later(self.chat.add, waiting)
+            else:
+                waiting.set_text(line)
+
+        ticker = self.set_interval(1.0, tick)
+        try:
+            result = await run_command(self.session, text)
+        except asyncio.CancelledError:
+            await self.chat.add(Notice(f"/{name}: stopped waiting for the endpoint.", "warning"))
+            raise
+        finally:
+            ticker.stop()
+            if waiting is not None:
+                await waiting.remove()
         await self.show_command_result(text, result)
 
     async def compact_answered(self, preview: Any, answer: str | None) -> None:
@@ -673,12 +715,27 @@ class WispApp(ConversationActions, Guarded, App[int]):
         self.push_screen(HelpScreen())
 
     def action_stop(self) -> None:
-        """Esc: stop the streaming reply (the turn is recorded as stopped);
-        with nothing streaming and the input empty, leave /edit."""
-        if self.turn_worker is not None and self.turn_worker.is_running:
-            self.turn_worker.cancel()
-        else:
+        """Esc: stop the streaming reply (the turn is recorded as stopped), or
+        a command waiting for the endpoint; with neither and the input
+        empty, leave /edit."""
+        if not self.stop_running():
             self.cancel_edit()
+
+    def action_interrupt(self) -> None:
+        """Ctrl+C: stop the streaming reply or a waiting command, as Esc does
+        (a new user's Ctrl+C only got "press Ctrl+Q to quit" while the reply
+        went on); with nothing running, Textual's hint that Ctrl+Q quits."""
+        if not self.stop_running():
+            self.action_help_quit()
+
+    def stop_running(self) -> bool:
+        """Cancel the streaming turn, else a command waiting for the endpoint
+        or the model; True when there was one."""
+        for worker in (self.turn_worker, self.command_worker):
+            if worker is not None and worker.is_running:
+                worker.cancel()
+                return True
+        return False
 
     async def action_quit(self) -> None:
         await self.close_session()

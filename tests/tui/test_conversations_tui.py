@@ -12,7 +12,7 @@ from typing import Any
 from tests.support.fakes import FakeOllama, FakeOpenAI, fault, reply, text
 from tests.support.home import write_config
 from tests.support.pilot import SIZE, screenshot, send, started, until
-from wisp.core.session import SessionOptions
+from wisp.core.session import Session, SessionOptions
 from wisp.tui.app import WispApp
 from wisp.tui.screens import HistorySearchScreen, ModelPickerScreen, SearchResultsScreen
 from wisp.tui.widgets import AssistantMessage, CommandOutput, Notice, UserMessage, VersionBar, Welcome
@@ -62,6 +62,56 @@ async def test_model_picker_switches_from_the_next_request(ollama_home, tmp_path
         await pilot.press("escape")
         await pilot.pause()
         assert app.status.model == "wisp-fake-2:latest"
+
+
+async def test_model_waits_beside_the_screen_and_esc_stops_waiting(ollama_home, tmp_path: Path) -> None:
+    """A new user's /model, while the embedded server served another wisp, took no key for minutes:
+    now the keys keep working, a line says what it waits for, and Esc stops waiting."""
+    import threading
+
+    home, srv = ollama_home
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        srv.tags_gate = threading.Event()  # the endpoint answers its list only when the test says
+        try:
+            await command(pilot, app, "/model")
+            await until(pilot, lambda: any("/model: waiting for the endpoint" in n for n in notices(app)),
+                        "the waiting line", limit=1000)
+            await pilot.press(*"still typing")  # the keys work while it waits
+            assert app.prompt_input.text == "still typing"
+            app.prompt_input.load_text("")
+            await pilot.press("escape")
+            await until(pilot, lambda: not app.command_worker.is_running, "the command to stop")
+            await pilot.pause()
+            assert any("/model: stopped waiting for the endpoint" in n for n in notices(app))
+            assert not isinstance(app.screen, ModelPickerScreen)
+            assert not any("/model: waiting" in n for n in notices(app))  # the waiting line went
+        finally:
+            srv.tags_gate.set()
+        await command(pilot, app, "/model")  # a free endpoint: the picker, as before
+        await until(pilot, lambda: isinstance(app.screen, ModelPickerScreen), "the model picker")
+
+
+async def test_ctrl_c_stops_a_streaming_reply_as_esc_does(ollama_home, tmp_path: Path) -> None:
+    """A new user's Ctrl+C during a reply got "press Ctrl+Q to quit" and the reply went on."""
+    from tests.support.fakes import pause
+
+    home, srv = ollama_home
+    srv.push(reply(text("first words "), pause(30), text("never shown")))
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        app.prompt_input.load_text("tell me a story")
+        await pilot.press("enter")
+        await until(pilot, lambda: "first words" in "".join(replies(app)), "the first words", limit=2000)
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.turn_worker.is_running, "the turn to stop", limit=2000)
+        await pilot.pause()
+        assert any("stopped" in n for n in notices(app)), notices(app)
+    async with await Session.open(SessionOptions(workdir=tmp_path, continue_last=True)) as s:
+        [turn] = await s.store.turns(s.conversation_id)
+    assert turn.state == "stopped"
 
 
 async def test_profile_switches_the_endpoint_and_the_status_bar_names_it(wisp_home: Path, tmp_path: Path) -> None:

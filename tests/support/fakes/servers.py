@@ -523,6 +523,9 @@ class FakeOllama(FakeServer):
             else:
                 h._send_json(200, {"version": "0.0.0-fake"})
         elif method == "GET" and path == "/api/tags":
+            gate = getattr(self, "tags_gate", None)  # a test's threading.Event: a server busy until it is set
+            if gate is not None:
+                gate.wait(30)
             h._send_json(200, {"models": [
                 {"name": m, "model": m, "size": 1000, "digest": "0" * 12, "details": {"family": "fake"}}
                 for m in self.models
