@@ -82,7 +82,8 @@ def help_text() -> str:
         ("Shift+Enter, Ctrl+J", "insert a newline"),
         ("Up / Down", "walk the history of prompts (at the first or last line)"),
         ("Ctrl+R", "search the history of prompts"),
-        ("Esc", "stop a streaming reply (with the input empty: leave /edit)"),
+        ("Esc, Ctrl+C", "stop a streaming reply, or a /model waiting for a busy endpoint "
+                        "(Esc with the input empty: leave /edit)"),
         ("Left / Right", "on a reply with versions (/retry, /edit): show the earlier or later one"),
         ("Ctrl+Y", "copy the last reply (as /copy)"),
         ("Ctrl+T", "next theme"),
