@@ -201,6 +201,8 @@ async def _start_embedded(
     )
 
     chat_format = FUNCTION_CALLING_FORMAT if (s.tool_mode or "auto") == "native" else None
+    if factory is None:  # the model it would serve is its GGUF's name: say a wrong name before any wait
+        _refuse_other_model(s.name, check_gguf(s.gguf).stem)
     server: EmbeddedServer | SharedServer
     if factory is None and s.data_dir:
         path = check_gguf(s.gguf)
@@ -222,13 +224,7 @@ async def _start_embedded(
     try:
         # a restart after an idle stop takes a second or two and says nothing (on_status is
         # for the first start: the TUI shows its line until the connection is made)
-        if s.name and server.model and s.name.strip().lower() != server.model.lower():
-            # it serves its one GGUF file whatever a request names: answering as another model would
-            # record a model that never answered (a new user's `wisp ask --model nonexistent:1b`)
-            raise NoEndpoint(
-                f'No server with model "{s.name}" answered, and the embedded server serves only {server.model}. '
-                f"Start the server that has it (Ollama: `ollama pull {s.name}`; or set model.endpoint), or "
-                "leave out --model / `wisp config unset model.name` to chat on the embedded model.")
+        _refuse_other_model(s.name, server.model)
         endpoint = EmbeddedEndpoint(server, timeout_s=s.timeout_s, load_wait_s=s.load_wait_s,  # its own name
                                     reply_timeout_s=s.reply_timeout_s)
         if not endpoint.model:
@@ -238,6 +234,19 @@ async def _start_embedded(
         raise
     return ResolvedEndpoint(endpoint, f"embedded llama.cpp {server.base_url}", embedded=server,
                             context_window=server.n_ctx)
+
+
+def _refuse_other_model(name: str | None, served: str | None) -> None:
+    """Raise :class:`NoEndpoint` when ``name`` (``--model``, ``model.name``) is
+    not ``served``, the one model the embedded server serves (its GGUF's
+    name): it answers whatever a request names, and answering as another
+    model would record a model that never answered (a new user's
+    ``wisp ask --model nonexistent:1b``)."""
+    if name and served and name.strip().lower() != served.lower():
+        raise NoEndpoint(
+            f'No server with model "{name}" answered, and the embedded server serves only {served}. '
+            f"Start the server that has it (Ollama: `ollama pull {name}`; or set model.endpoint), or "
+            "leave out --model / `wisp config unset model.name` to chat on the embedded model.")
 
 
 OLLAMA_EMPTY_HINT = f"Pull one with `ollama pull {SUGGESTED_OLLAMA_MODEL}`, or set model.name."

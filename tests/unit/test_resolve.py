@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -167,6 +168,26 @@ async def test_the_embedded_server_never_answers_as_another_model(name: str) -> 
     assert f'"{name}"' in message and "serves only SmolLM2-135M-Instruct.Q4_1" in message
     assert "wisp config unset model.name" in message and "--model" in message
     assert fake.stopped  # the server started for the request is not left behind
+
+
+async def test_a_name_the_shared_server_does_not_serve_is_refused_before_finding_or_starting_it(
+        tmp_path: Path, monkeypatch) -> None:
+    """A new user's `wisp ask --model nope`, while the shared server was busy, waited 120 s and then blamed
+    the busy server: the name is checked against the GGUF's own first, with nothing found or started."""
+    import wisp.core.model.embedded as embedded
+
+    gguf = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(embedded, "server_importable", lambda: True)
+
+    async def never(*args, **kwargs):
+        raise AssertionError("the shared server was looked for")
+
+    monkeypatch.setattr(embedded, "ensure_shared_server", never)
+    with pytest.raises(NoEndpoint) as info:
+        await resolve_endpoint(EndpointSettings(gguf=str(gguf), name="nope", data_dir=str(tmp_path)),
+                               ollama_url=dead_url(), openai_url=dead_url())
+    assert '"nope"' in str(info.value) and "serves only SmolLM2-135M-Instruct.Q4_1" in str(info.value)
 
 
 async def test_explicit_ollama_with_name_makes_no_request(closing):
