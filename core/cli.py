@@ -110,8 +110,9 @@ def _add_export_parser(sub: Any) -> None:
     """`wisp export ID`."""
     exp = sub.add_parser("export", help=_EARLY_COMMANDS["export"][0]())
     exp.add_argument("id", type=int, metavar="ID")
-    exp.add_argument("--format", choices=("md", "json"), default="md",
-                     help="md: for people (thinking and tools folded); json: every entry, fact and summary version")
+    exp.add_argument("--format", choices=("md", "json"), default=None,
+                     help="md: for people (thinking and tools folded); json: every entry, fact and summary version "
+                          "(default: json for a FILE ending .json, else md)")
     exp.add_argument("-o", "--output", type=Path, metavar="FILE", help="the file (default: stdout)")
 
 
@@ -645,11 +646,21 @@ async def _fork(args: argparse.Namespace) -> None:
 
 
 async def _export(args: argparse.Namespace) -> int:
-    """``wisp export ID --format md|json [-o FILE]``."""
+    """``wisp export ID [--format md|json] [-o FILE]``: the format defaults to
+    the FILE's ending (``.json``: json), else md. A FILE whose directory does
+    not exist is a usage error (a new user's ``-o /nonexistent/dir/x.json``
+    made directories at / and wrote Markdown into it)."""
     from .conversations import gather, to_json, to_markdown
     from .database import open_store
     from .paths import atomic_write_private
 
+    if args.format is None:
+        args.format = "json" if args.output is not None and args.output.suffix.lower() == ".json" else "md"
+    if args.output is not None:
+        args.output = args.output.expanduser()
+        if not args.output.parent.is_dir():
+            raise UsageError(f"-o {args.output}: the directory {args.output.parent} does not exist; create it "
+                             "first, or write to stdout (leave out -o)")
     config = Config.load()
     async with await open_store(config.db_path) as store:
         with _audit(config) as audit:

@@ -58,6 +58,22 @@ def test_conversations_list_shows_titles_and_title_renames(ollama_home, tmp_path
     assert "Release plan" in wisp("conversations").stdout
 
 
+def test_export_takes_its_format_from_the_file_and_never_makes_directories(ollama_home, tmp_path: Path) -> None:
+    """A new user's `wisp export 5 -o /nonexistent/dir/x.json` made /nonexistent/dir and wrote Markdown
+    into x.json."""
+    home, srv = ollama_home
+    ask("hello there", cwd=tmp_path)
+    out = tmp_path / "x.json"
+    assert wisp("export", "1", "-o", str(out)).returncode == 0
+    assert json.loads(out.read_text())["format"] == "wisp-conversation"  # .json: json
+    md = tmp_path / "x.md"
+    assert wisp("export", "1", "-o", str(md)).returncode == 0 and md.read_text().startswith("# hello there")
+    missing = tmp_path / "no" / "such" / "dir" / "x.json"
+    r = wisp("export", "1", "-o", str(missing))
+    assert r.returncode == 2 and "does not exist" in r.stderr and not (tmp_path / "no").exists()
+    assert wisp("export", "1").stdout.startswith("# hello there")  # stdout: md, as before
+
+
 def test_export_both_formats_and_import_round_trip(ollama_home, tmp_path: Path) -> None:
     home, srv = ollama_home
     srv.push(reply("Use ```make``` then:\n\n```sh\nmake test\n```"))
