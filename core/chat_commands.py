@@ -21,7 +21,9 @@ from .config import ConfigError
 from .conversations import (
     ArchiveError,
     code_blocks,
+    export_format,
     export_path,
+    export_target_problem,
     fork,
     gather,
     last_reply,
@@ -78,15 +80,19 @@ async def export_command(session: Any, words: list[str], rest: str) -> CommandRe
     cid = session.conversation_id
     if cid is None:
         return _error("Nothing to export yet: send a prompt first.")
-    fmt = "md"
+    asked = None
     if words and words[0].lower() in ("md", "markdown", "json"):
-        fmt = "json" if words[0].lower() == "json" else "md"
+        asked = "json" if words[0].lower() == "json" else "md"
         words = words[1:]
     if len(words) > 1:
         return _error("Usage: /export [md|json] [FILE]")
-    path = Path(words[0]).expanduser() if words else export_path(cid, fmt, session.workdir)
+    named = Path(words[0]).expanduser() if words else None
+    fmt = export_format(asked, named)
+    path = named if named is not None else export_path(cid, fmt, session.workdir)
     if not path.is_absolute():
         path = Path(session.workdir) / path
+    if problem := export_target_problem(path):
+        return _error(f"Cannot write {str(path)!r}: {problem}. Name another file: /export {fmt} FILE")
     data = await gather(session.store, session.audit, cid)
     text = to_json(data) if fmt == "json" else to_markdown(data)
     try:

@@ -650,17 +650,15 @@ async def _export(args: argparse.Namespace) -> int:
     the FILE's ending (``.json``: json), else md. A FILE whose directory does
     not exist is a usage error (a new user's ``-o /nonexistent/dir/x.json``
     made directories at / and wrote Markdown into it)."""
-    from .conversations import gather, to_json, to_markdown
+    from .conversations import export_format, export_target_problem, gather, to_json, to_markdown
     from .database import open_store
     from .paths import atomic_write_private
 
-    if args.format is None:
-        args.format = "json" if args.output is not None and args.output.suffix.lower() == ".json" else "md"
     if args.output is not None:
         args.output = args.output.expanduser()
-        if not args.output.parent.is_dir():
-            raise UsageError(f"-o {args.output}: the directory {args.output.parent} does not exist; create it "
-                             "first, or write to stdout (leave out -o)")
+        if problem := export_target_problem(args.output):
+            raise UsageError(f"-o {args.output}: {problem}, or write to stdout (leave out -o)")
+    args.format = export_format(args.format, args.output)
     config = Config.load()
     async with await open_store(config.db_path) as store:
         with _audit(config) as audit:

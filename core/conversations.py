@@ -457,6 +457,22 @@ def code_blocks(markdown: str) -> list[tuple[str, str]]:
     return out
 
 
+def export_format(asked: str | None, path: Path | None) -> str:
+    """The export's format: ``asked`` (``md`` or ``json``) when given, else
+    the file's ending says (``.json``: ``json``), else ``md``."""
+    if asked:
+        return asked
+    return "json" if path is not None and path.suffix.lower() == ".json" else "md"
+
+
+def export_target_problem(path: Path) -> str | None:
+    """Why an export cannot be written to ``path``, or ``None``: its directory
+    must exist (wisp makes none: a typo must not make directories at /)."""
+    if not path.parent.is_dir():
+        return f"the directory {path.parent} does not exist; create it first"
+    return None
+
+
 def export_path(conversation_id: int, fmt: str, directory: Path) -> Path:
     """Where ``/export`` writes when no file is named:
     ``wisp-conversation-ID.md`` (or ``.json``) in ``directory``."""

@@ -305,7 +305,11 @@ async def test_copy_and_title_commands(home, tmp_path: Path) -> None:
         md = await run_command(s, "/export")
         assert not md.error and Path(md.data["path"]) == tmp_path / f"wisp-conversation-{s.conversation_id}.md"
         assert Path(md.data["path"]).read_text().startswith("# Printing in two languages")
-        js = await run_command(s, "/export json sub/out.json")
+        missing = await run_command(s, "/export json sub/out.json")  # wisp makes no directory
+        assert missing.error and "does not exist" in missing.text and not (tmp_path / "sub").exists()
+        (tmp_path / "sub").mkdir()
+        js = await run_command(s, "/export sub/out.json")  # .json: json
+        assert not js.error and js.data["format"] == "json"
         assert json.loads((tmp_path / "sub" / "out.json").read_text())["format"] == "wisp-conversation"
         assert (await run_command(s, "/export json a b")).error
         nul = await run_command(s, "/export \x00")  # found by the command fuzz: a ValueError escaped
