@@ -511,6 +511,10 @@ class WispApp(ConversationActions, Guarded, App[int]):
                     elif kind is ev.TurnEnded:
                         final_state = item.state
                     await self.show_agent_event(item)
+                    if kind is ev.Error and item.kind == "busy" and not self.prompt_input.text:
+                        self.prompt_input.load_text(text)  # not sent: the prompt stays to send again (issue 16)
+                        await self.chat.add(Notice("Your prompt is back in the input: send it again once that "
+                                                   "turn has ended.", "warning"))
                 now = clock()
                 if now - since > YIELD_EVERY_S:
                     await asyncio.sleep(0)
@@ -622,10 +626,16 @@ class WispApp(ConversationActions, Guarded, App[int]):
         from wisp.core.transcript import load_page
 
         page = await load_page(s.store, s.conversation_id, limit=min(missing, PAGE_TURNS))
-        await self.chat.add(Notice(f"{missing} turn{'s' if missing > 1 else ''} added by another wisp "
+        turns = list(page.turns)
+        while turns and turns[-1].state == "open":  # still running there: shown once it has ended, reply and all
+            turns.pop()
+        if not turns:
+            return
+        shown = len([t for t in turns if t.number > self._last_turn_shown])
+        await self.chat.add(Notice(f"{shown} turn{'s' if shown != 1 else ''} added by another wisp "
                                    "process since this one opened:", "warning"))
-        await self.chat.show_turns(page.turns)
-        self._last_turn_shown = count
+        await self.chat.show_turns(turns)
+        self._last_turn_shown = turns[-1].number
 
     # --- every path answers (issue 11) -----------------------------------
 

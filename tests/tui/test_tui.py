@@ -349,3 +349,46 @@ async def test_turns_added_by_another_process_are_shown_before_a_turn(ollama_hom
         users = [str(u.render()) for u in app.query(UserMessage)]
         assert users == ["from this window", "from the other window", "back here"]
         assert any("added by another wisp" in str(n.render()) for n in app.query(Notice))
+
+
+async def test_a_prompt_refused_as_busy_stays_and_the_other_turn_shows_once_ended(ollama_home,
+                                                                                tmp_path: Path) -> None:
+    """A new user's prompt, sent while `wisp ask` ran a turn of the same conversation, was cleared (back
+    only with Up), and the other turn was shown without its reply, for good."""
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.fakes import pause
+
+    home, srv = ollama_home
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await send(pilot, app, "mine")
+        conv = app.session.conversation_id
+        srv.push(reply(text("their words "), pause(30), text("never sent")))
+        wisp = str(Path(sys.executable).parent / "wisp")
+        other = subprocess.Popen([wisp, "ask", "--resume", str(conv), "theirs"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, cwd=tmp_path, env=os.environ.copy())
+        try:
+            ready, _, _ = select.select([other.stdout], [], [], 60)
+            assert ready, "the other wisp's reply did not start"
+            os.read(other.stdout.fileno(), 4096)
+            app.prompt_input.load_text("second")
+            await pilot.press("enter")
+            await until(pilot, lambda: any("back in the input" in str(n.render()) for n in app.query(Notice)),
+                        "the busy answer", limit=2000)
+            assert app.prompt_input.text == "second"
+            other.send_signal(signal.SIGTERM)  # the other turn ends, stopped, with its words kept
+            other.communicate(timeout=60)
+        finally:
+            other.kill()
+        await pilot.press("enter")  # the same prompt, sent again
+        await until(pilot, lambda: app.turn_worker is not None and not app.turn_worker.is_running
+                    and "second" in texts(app, UserMessage), "the second turn", limit=2000)
+        await pilot.pause()
+        assert texts(app, UserMessage) == ["mine", "theirs", "second"]
+        assert any("their words" in t for t in texts(app, AssistantMessage)), texts(app, AssistantMessage)
