@@ -425,5 +425,7 @@ class Session:
 
 
 def _title(prompt: str) -> str:
-    line = " ".join(prompt.split())
-    return line[:60] + ("…" if len(line) > 60 else "")
+    """A conversation's title from its first prompt: one line, at most 61 characters."""
+    from .text import one_line
+
+    return one_line(prompt, 61)

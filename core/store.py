@@ -49,6 +49,7 @@ from .audit import AuditRef
 from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
 from .processes import tag_alive, this_process
+from .text import one_line
 from .transactions import immediate
 
 __all__ = [
@@ -418,12 +419,10 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def _preview(text: str | None) -> str | None:
-    if text is None:
-        return None
-    one = " ".join(text.split())
-    n = ConversationSummary.PREVIEW_CHARS
-    return one if len(one) <= n else one[: n - 1].rstrip() + "…"
+def _preview(text: str | bytes | None) -> str | None:
+    """A prompt's one-line preview (:func:`wisp.core.text.one_line`, at most
+    ``PREVIEW_CHARS`` characters)."""
+    return None if text is None else one_line(text, ConversationSummary.PREVIEW_CHARS)
 
 
 # --- the store -------------------------------------------------------------------
@@ -575,7 +574,8 @@ class Store:
         sql = (
             f"SELECT {', '.join('c.' + c.strip() for c in _CONV_COLS.split(','))},"
             " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id AND t.superseded_by IS NULL),"
-            " (SELECT substr(e.content, 1, 400) FROM entries e"
+            # bytes, not text: SQLite's text functions stop at a NUL, and a preview cut there hid the rest
+            " (SELECT substr(CAST(e.content AS BLOB), 1, 1600) FROM entries e"
             "   WHERE e.conversation_id = c.id AND e.kind = 'prompt'"
             "   ORDER BY e.number DESC LIMIT 1)"
             " FROM conversations c ORDER BY c.updated_at DESC, c.id DESC"

@@ -46,6 +46,18 @@ def terminal_safe(text: str) -> str:
     return _UNSAFE.sub(_visible, text) if _UNSAFE.search(text) else text
 
 
+def one_line(text: str | bytes, limit: int) -> str:
+    """``text`` as one line of at most ``limit`` characters: whitespace folded,
+    control characters shown as :func:`terminal_safe` shows them (a prompt's
+    escape codes must reach no terminal and no pipe from a listing), cut with
+    "…". ``bytes`` (a cut of stored text) are decoded, a character cut in
+    two dropped. For titles and previews of prompts."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="ignore")
+    line = terminal_safe(" ".join(text.split()))
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 def without_surrogates(text: str) -> str:
     """``text`` with each lone surrogate (U+D800 to U+DFFF) replaced by U+FFFD."""
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text

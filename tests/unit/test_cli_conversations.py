@@ -246,3 +246,17 @@ def test_an_sse_error_field_shows_its_message(wisp_home: Path, tmp_path: Path) -
         r = wisp("ask", "hello", cwd=tmp_path)
     assert r.returncode == 3
     assert "the request exceeds the available context size" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_prompts_control_characters_never_reach_the_listing(ollama_home, tmp_path: Path) -> None:
+    """A new user's prompt with a NUL and a terminal-title escape: `wisp conversations` piped on the raw
+    escape, and `--json` cut the preview at the NUL."""
+    home, srv = ollama_home
+    r = subprocess.run([WISP, "ask", "-"], input=b"hi \x00 there \x1b]0;TITLE\x07 say ok\n", capture_output=True,
+                       cwd=tmp_path, env=os.environ.copy(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    [conv] = json.loads(wisp("conversations", "--json").stdout)["conversations"]
+    assert conv["last_prompt"] == "hi \\x00 there \\x1b]0;TITLE\\x07 say ok" == conv["title"]
+    table = wisp("conversations").stdout  # not a terminal: a pipe
+    assert "\x1b" not in table and "\x00" not in table and "there" in table
+

@@ -13,7 +13,7 @@ import sys
 import tty
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wisp.core.text import terminal_safe, without_surrogates
@@ -112,3 +112,14 @@ def test_terminal_safe_leaves_no_control_character(text: str) -> None:
     assert all(_harmless(ch) for ch in safe), repr(safe)
     if all(_harmless(ch) for ch in text):
         assert terminal_safe(text) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(), st.binary()), limit=st.integers(min_value=2, max_value=200))
+def test_one_line_is_one_safe_line_within_its_limit(text, limit: int) -> None:
+    from wisp.core.text import one_line
+
+    line = one_line(text, limit)
+    assert len(line) <= limit and "\n" not in line
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in line)
+
