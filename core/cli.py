@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_ENDPOINT = 3
+#: ``wisp ask``: the conversation has a turn running in another wisp (nothing was sent; try again later).
+EXIT_BUSY = 4
 
 
 class UsageError(Exception):
@@ -362,6 +364,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--fork starts a new conversation: use it without --continue or --resume")
     if getattr(args, "continue_all", False) and not getattr(args, "continue_last", False):
         raise UsageError("--all goes with --continue (the newest conversation anywhere)")
+    model = getattr(args, "model", None)
+    if model is not None and not model.strip():
+        raise UsageError("--model needs a model's name (the endpoint's models: /model in wisp)")
     workdir = getattr(args, "workdir", None)
     if workdir is not None and not Path(workdir).is_dir():
         raise UsageError(f"--workdir {workdir} is not a directory")
@@ -516,7 +521,7 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                     out.write(json.dumps(ev.event_to_dict(ev.Error("busy", str(exc)))) + "\n")
                     out.flush()
                 print(f"wisp: error: {exc}", file=sys.stderr)
-                return EXIT_ENDPOINT
+                return EXIT_BUSY
         # a slow connect says why on stderr: the embedded model starting, or busy with another wisp's reply
         if not await session.connect(on_status=lambda line: print(f"wisp: {line}", file=sys.stderr, flush=True)):
             if args.json:
@@ -545,7 +550,7 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                 out.flush()
                 if isinstance(item, ev.Error):
                     print(f"wisp: error: {item.message}", file=sys.stderr)
-                    code = EXIT_ENDPOINT
+                    code = EXIT_BUSY if item.kind == "busy" else EXIT_ENDPOINT
                 continue
             if isinstance(item, ev.TextDelta):
                 out.write(item.text)
@@ -586,7 +591,7 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                     out.write("\n")
                     out.flush()
                 print(f"wisp: error: {item.message}", file=sys.stderr)
-                code = EXIT_ENDPOINT
+                code = EXIT_BUSY if item.kind == "busy" else EXIT_ENDPOINT
             elif isinstance(item, ev.TurnEnded) and item.state != "error":
                 if wrote_text:
                     out.write("\n")

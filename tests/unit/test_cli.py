@@ -176,6 +176,7 @@ def test_listing_into_a_closed_pipe_is_quiet(wisp_home: Path, tmp_path: Path) ->
     (["--tool", "bogus"], "'bogus'"),
     (["--continue", "--resume", "1"], "not both"),
     (["--workdir", "/nonexistent/dir"], "not a directory"),
+    (["ask", "--model", " ", "hi"], "--model needs a model's name"),
 ])
 def test_bad_tui_options_stop_before_the_screen_opens(wisp_home: Path, args, words) -> None:
     r = wisp(*args, timeout=30)

@@ -286,7 +286,7 @@ def test_wisp_ask_continue_says_at_once_that_another_wisp_runs_the_conversation(
         finally:
             first.kill()
             first.communicate()
-    assert second.returncode == 3
+    assert second.returncode == 4  # busy: not an endpoint error (3), and nothing was sent
     assert "has a turn running in another wisp" in second.stderr
     assert json.loads(second.stdout.splitlines()[-1])["kind"] == "busy"
     assert after == before  # not one request: no model list, no probe, no chat
