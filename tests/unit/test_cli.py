@@ -18,9 +18,12 @@ from tests.support.fakes import FakeOllama, fault, reply, text, tool_call
 WISP = str(Path(sys.executable).parent / "wisp")
 
 
-def wisp(*args: str, cwd: Path | None = None, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([WISP, *args], capture_output=True, text=True, cwd=cwd, input=input,
-                          timeout=timeout, env=os.environ.copy())
+def wisp(*args: str, cwd: Path | None = None, input: str | None = None,
+         timeout: float = 60) -> subprocess.CompletedProcess:
+    """The real ``wisp`` with ``args``; its stdin is ``input``, else empty (never the test run's own:
+    ``wisp ask`` with no prompt reads a stdin that is not a terminal)."""
+    return subprocess.run([WISP, *args], capture_output=True, text=True, cwd=cwd, input=input if input is not None
+                          else "", timeout=timeout, env=os.environ.copy())
 
 
 def audit_events(home: Path) -> list[dict]:
