@@ -179,16 +179,44 @@ def _item_from(key: str) -> Item:
     return Item(kind, text)
 
 
-def turn_items(entries: list[Any]) -> set[Item]:
-    """The items a turn's summary must keep: from its prompts, replies and
-    tool calls' arguments (tool outputs are covered by their references)."""
-    found: set[Item] = set()
+#: A prompt or reply longer than this (characters) is a paste: only its head and tail (half each) are
+#: read for identifiers, the rest staying one ``/show entry N`` away, as a tool output's does behind its
+#: reference. A 2 MB base64 paste otherwise gave a running summary of 395,529 tokens (CI, the real-model
+#: chat), since base64 is full of slashed runs that read as paths.
+PASTE_CHARS = 8_000
+#: At most this many identifiers a turn's summary must keep: the first ones in the turn's order.
+MAX_TURN_ITEMS = 64
+
+
+def _scanned(text: str) -> str:
+    """What of an entry's text is read for identifiers (see :data:`PASTE_CHARS`)."""
+    if len(text) <= PASTE_CHARS:
+        return text
+    half = PASTE_CHARS // 2
+    return text[:half] + "\n" + text[-half:]
+
+
+def item_sources(entries: list[Any]) -> dict[Item, int | None]:
+    """The items a turn's summary must keep, each with the number of the
+    first entry it came from: from its prompts, replies and tool calls'
+    arguments (tool outputs are covered by their references; a paste by its
+    head and tail, :data:`PASTE_CHARS`), at most :data:`MAX_TURN_ITEMS`, in
+    the order they come in the turn. Deterministic."""
+    out: dict[Item, int | None] = {}
     for e in entries:
-        if e.kind in ("prompt", "reply"):
-            found |= extract_items(e.content)
-        elif e.kind == "tool_call":
-            found |= extract_items(e.content or "")
-    return found
+        if e.kind not in ("prompt", "reply", "tool_call"):
+            continue
+        text = _scanned(e.content or "")
+        for item in sorted(extract_items(text), key=lambda i: (text.find(i.text), i)):
+            if item not in out and len(out) >= MAX_TURN_ITEMS:
+                return out
+            out.setdefault(item, getattr(e, "number", None))
+    return out
+
+
+def turn_items(entries: list[Any]) -> set[Item]:
+    """The items a turn's summary must keep (:func:`item_sources`, without their entries)."""
+    return set(item_sources(entries))
 
 
 
@@ -197,17 +225,6 @@ MAX_DECISIONS = 8
 #: A statement longer than this (characters) is cut where it is kept.
 DECISION_CHARS = 240
 _DECISIONS_HEAD = "The person's own words, kept by wisp:"
-
-
-def item_sources(entries: list[Any]) -> dict[Item, int | None]:
-    """Each item of a turn (:func:`turn_items`) and the number of the first
-    entry it came from."""
-    out: dict[Item, int | None] = {}
-    for e in entries:
-        if e.kind in ("prompt", "reply", "tool_call"):
-            for item in extract_items(e.content or ""):
-                out.setdefault(item, getattr(e, "number", None))
-    return out
 
 
 def person_decisions(turn: int, entries: list[Any]) -> list[str]:
