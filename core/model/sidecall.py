@@ -116,6 +116,38 @@ async def _stream_text(endpoint: mb.Endpoint, messages: list[Message], options: 
     return "".join(parts).strip()
 
 
+#: Tokens a chat template adds around each message (its role and markers), over its content's count.
+TEMPLATE_TOKENS = 8
+#: The least room for a side call's reply (tokens); a prompt that leaves less is not sent.
+MIN_REPLY_TOKENS = 64
+
+
+async def fit_reply_room(endpoint: Any, messages: list[Message], context_window: int | None,
+                         max_tokens: int) -> int:
+    """``max_tokens`` lowered so that the prompt, as the server's tokenizer
+    counts it, and the reply fit ``context_window`` (tokens): a side call
+    sized by wisp's estimate (base64 counts 1.4 × it on SmolLM2) must not
+    ask for room the window does not have (CI's real-model chat: 9,129 of
+    8,192 tokens). Unchanged where the endpoint cannot count or the window
+    is unknown. Raises :class:`SideCallError` (kind ``context_overflow``)
+    when the prompt leaves less than :data:`MIN_REPLY_TOKENS`."""
+    count = getattr(endpoint, "count_tokens", None)
+    if not context_window or count is None:
+        return max_tokens
+    try:
+        counted = await count("\n".join(str(m.get("content") or "") for m in messages))
+    except mb.EndpointError:
+        return max_tokens
+    if not isinstance(counted, int):
+        return max_tokens
+    prompt = counted + TEMPLATE_TOKENS * len(messages)
+    room = context_window - prompt
+    if room < MIN_REPLY_TOKENS:
+        raise SideCallError(f"the side call's prompt needs {prompt:,} tokens of the {context_window:,}-token "
+                            "window, with no room for its reply", "context_overflow")
+    return min(max_tokens, room)
+
+
 async def complete_with(endpoint: mb.Endpoint, messages: list[Message], *, context_window: int | None,
                         max_tokens: int, schema: dict[str, Any] | None = None,
                         temperature: float | None = None, forms: ShapeForms | None = None) -> str:
@@ -132,7 +164,11 @@ async def complete_with(endpoint: mb.Endpoint, messages: list[Message], *, conte
     is the model's text either way: the caller reads it leniently
     (:func:`wisp.core.sidecall.read_json_object`). Raises
     :class:`SideCallError` (kind of the endpoint error; for a request that
-    fails in every form, the last form's)."""
+    fails in every form, the last form's). Where the endpoint counts tokens,
+    ``max_tokens`` is first lowered to the room the counted prompt leaves
+    (:func:`fit_reply_room`)."""
+    max_tokens = await fit_reply_room(endpoint, messages, context_window, max_tokens)
+
     def options(form: str | None) -> mb.ChatOptions:
         extra = {"schema": schema, "schema_form": form} if schema and form else {}
         return mb.ChatOptions(context_window=context_window, think="off", max_tokens=max_tokens,

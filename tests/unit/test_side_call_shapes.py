@@ -212,3 +212,37 @@ def test_read_json_object_whole_is_itself_and_cut_never_raises(obj: dict, data: 
 def test_read_json_object_never_raises_on_any_text(reply_text: str) -> None:
     got = read_json_object(reply_text)
     assert got is None or isinstance(got, dict)
+
+
+# --- the reply's room, as the server counts the prompt ---------------------------------------------
+
+
+async def test_a_side_calls_reply_gets_only_the_room_the_counted_prompt_leaves() -> None:
+    """CI's real-model chat: a summary side call, sized by wisp's estimate of a base64 paste (which
+    SmolLM2 counts at 1.4 × it), asked for 9,129 tokens of an 8,192-token window with its reply."""
+    from wisp.core.model.sidecall import TEMPLATE_TOKENS
+
+    words = " ".join(["word"] * 1500)  # the fake server counts words: 1,500 + the system's 1
+    messages = [{"role": "system", "content": "Summarise."}, {"role": "user", "content": words}]
+    with FakeOpenAI([reply(text("fine"))], tokenize="llama-cpp-python") as srv:
+        call = EndpointSideCall(OpenAIEndpoint(srv.base_url, "wisp-fake", timeout_s=5, load_wait_s=1), 2048)
+        await call.complete(messages, max_tokens=1000)
+    assert srv.chat_bodies[0]["max_tokens"] == 2048 - (1501 + 2 * TEMPLATE_TOKENS)
+
+
+async def test_a_side_call_whose_counted_prompt_fills_the_window_is_not_sent() -> None:
+    from wisp.core.sidecall import SideCallError
+
+    messages = [{"role": "user", "content": " ".join(["word"] * 2040)}]
+    with FakeOpenAI([reply(text("never"))], tokenize="llama-cpp-python") as srv:
+        call = EndpointSideCall(OpenAIEndpoint(srv.base_url, "wisp-fake", timeout_s=5, load_wait_s=1), 2048)
+        with pytest.raises(SideCallError) as info:
+            await call.complete(messages, max_tokens=500)
+    assert info.value.kind == "context_overflow" and srv.chat_bodies == []
+
+
+async def test_a_server_that_cannot_count_keeps_the_asked_room() -> None:
+    with FakeOpenAI([reply(text("fine"))]) as srv:
+        call = EndpointSideCall(OpenAIEndpoint(srv.base_url, "wisp-fake", timeout_s=5, load_wait_s=1), 2048)
+        await call.complete([{"role": "user", "content": "hi"}], max_tokens=700)
+    assert srv.chat_bodies[0]["max_tokens"] == 700
