@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DECISION", "NAMING", "CORRECTION", "UNFINISHED", "sentences", "statements",
-           "states_something", "stated"]
+__all__ = ["DECISION", "NAMING", "CORRECTION", "UNFINISHED", "REMEMBER", "sentences", "statements",
+           "states_something", "stated", "person_statements", "STATEMENT_CHARS", "SCAN_CHARS"]
 
 #: A sentence that says what was decided, preferred or ruled out.
 DECISION = re.compile(
@@ -38,6 +38,12 @@ CORRECTION = re.compile(
 UNFINISHED = re.compile(
     r"\b(?:todo|to do|later|tomorrow|next (?:time|week|step)|not (?:yet|done|finished)|still (?:need|have|to)|"
     r"unfinished|remaining|left to|pending|follow up|remind me|failed|broken|blocked)\b", re.IGNORECASE)
+
+#: A sentence that asks for something to be kept in mind, or sets a rule for the work.
+REMEMBER = re.compile(
+    r"\b(?:remember|keep in mind|note that|don'?t forget|for the record|fyi|make sure|be careful|"
+    r"avoid|only|at most|at least|no more than|required?|needs? to|has to|have to|can'?t|cannot|is not allowed)\b",
+    re.IGNORECASE)
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 #: A sentence shorter than this (characters) states nothing worth keeping.
@@ -77,4 +83,82 @@ def stated(text: str) -> list[tuple[str, str]]:
             if pattern.search(s):
                 out.append((kind, s))
                 break
+    return out
+
+
+#: A statement kept from the person's words is cut to this many characters (a sentence, never a paste).
+STATEMENT_CHARS = 200
+#: Of a prompt longer than this (characters: a paste), only the head and tail are read for statements.
+SCAN_CHARS = 4_000
+#: A sentence of more words than this is prose or a paste, not a statement.
+MAX_STATEMENT_WORDS = 45
+#: A sentence with a word longer than this (characters) is a paste (base64, a minified line), not a statement.
+MAX_WORD_CHARS = 100
+
+_QUESTION_START = re.compile(
+    r"^(?:what|which|where|when|why|how|who|whom|whose|is|are|was|were|am|can|could|do|does|did|should|shall|"
+    r"would|will|have|has|had|may|might|any|anything)\b", re.IGNORECASE)
+#: A request to the assistant that states nothing by itself (``Read docs/x.md``, ``Run the tests``).
+_REQUEST_START = re.compile(
+    r"^(?:please\s+)?(?:read|run|show|open|list|explain|tell|summari[sz]e|sum up|check|look|find|search|write|"
+    r"fix|add|give|help|print|try|go|carry on|continue|next|ok(?:ay)?|thanks?|thank you|hi|hello|hey|great|"
+    r"good|sure|yes|no|now|then|so|and|also|let'?s see|can you|could you|would you|please)\b", re.IGNORECASE)
+#: A value worth keeping: a number of two digits or more, or with a unit or separator (port 8437, 02:30,
+#: 2.4.0, 12 workers), an identifier mixing letters with digits or separators (bravo-3.internal, AUTH-401,
+#: src/app.py), a quoted text, or a name capitalised inside the sentence.
+_VALUE = re.compile(
+    r"\d[\d,.:]*\d|\b\d+\s*(?:%|[a-zA-Z]+)\b|\b[\w-]*[A-Za-z][\w-]*[._/:-][\w./:-]*\w|\b[A-Za-z]+\d\w*|"
+    r"[\"“'`‘][^\"”'`’]{2,}[\"”'`’]|(?<=[a-z,;:]\s)[A-Z][\w-]+")
+#: Numbers that only count steps of the talk (``step 23``, ``turn 4``), not values.
+_ORDINAL = re.compile(r"\b(?:step|turn|entry|entries|part|item|point|number|no\.|#|question|page|line)\s*\d+\b",
+                      re.IGNORECASE)
+
+
+#: A sentence that sets a rule for the work by its first word (``Keep answers short.``, ``Use tabs.``).
+_RULE_START = re.compile(r"^(?:please\s+)?(?:keep|use|prefer|avoid|stick to|stay|answer|reply|call it|name it)\b",
+                         re.IGNORECASE)
+
+
+def _states_a_value(sentence: str) -> bool:
+    return _VALUE.search(_ORDINAL.sub(" ", sentence)) is not None
+
+
+def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
+    """What the person states in ``text`` (a prompt), sentence by sentence:
+    facts about the work ("The service listens on port 8437."), names,
+    constraints, preferences, "remember that …" and decisions (not only
+    "we decided"). Questions, and requests that state nothing by themselves
+    ("Read the config."), are left out, and so are sentences of prose longer
+    than :data:`MAX_STATEMENT_WORDS` words or with a word longer than
+    :data:`MAX_WORD_CHARS` characters (a paste). A sentence is kept when it
+    decides, names, corrects, or asks to be remembered (:data:`DECISION`,
+    :data:`NAMING`, :data:`CORRECTION`, :data:`REMEMBER`), or when it states a
+    value (a number, an identifier, a quoted text or a name; step and turn
+    numbers do not count). Each is whitespace-collapsed and cut to ``limit``
+    characters (an ellipsis marks a cut); of a paste (over :data:`SCAN_CHARS`
+    characters) only the head and tail are read, so no statement is ever a
+    whole paste. In the order they come. Never raises.
+
+    The patterns are English phrasings: a match is a reason to keep the
+    sentence beside the running summary (the person said it; a model's
+    summary may leave it out), never a fact on its own.
+    """
+    text = text or ""
+    if len(text) > SCAN_CHARS:
+        half = SCAN_CHARS // 2
+        text = text[:half] + "\n" + text[-half:]
+    out: list[str] = []
+    for s in sentences(text):
+        words = s.split()
+        if len(s) < MIN_CHARS or len(words) > MAX_STATEMENT_WORDS or any(len(w) > MAX_WORD_CHARS for w in words):
+            continue
+        if s.endswith("?") or _QUESTION_START.match(s):
+            continue
+        marked = bool(DECISION.search(s) or NAMING.search(s) or CORRECTION.search(s) or REMEMBER.search(s)
+                      or _RULE_START.match(s))
+        if not marked and (_REQUEST_START.match(s) or not _states_a_value(s)):
+            continue
+        kept = s if len(s) <= limit else s[: limit - 1].rstrip() + "…"
+        if kept not in out:
+            out.append(kept)
     return out

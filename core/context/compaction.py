@@ -130,6 +130,7 @@ class CompactPreview:
                 "covers": list(d.covers), "covers_text": turn_ranges(d.covers), "new_turns": list(d.new_turns),
                 "kept": list(d.kept), "missed": list(d.completed), "model": d.model, "attempts": d.attempts,
                 "base": d.base, "references": [r.entry for r in d.refs], "layer": self.layer,
+                "dropped": d.dropped,
             },
             "previous_version": self.previous.version if self.previous else None,
             "facts": list(self.facts), "task": self.task,
@@ -160,6 +161,9 @@ class CompactPreview:
         lines += ["", f"### The summary proposed by {who}" + (f", focused on {self.focus}" if self.focus else ""), ""]
         if self.failed:
             lines.append(f"*The model could not write it ({self.failed}); wisp wrote it from the turns.*")
+            lines.append("")
+        elif d.dropped:
+            lines.append(f"*The model's summary was not used: {d.dropped}. wisp wrote it from the turns.*")
             lines.append("")
         if d.model_part:
             lines += ["```text", d.model_part.replace("```", "ˋˋˋ"), "```"]

@@ -401,7 +401,11 @@ class ContextManager:
         before = set(ctx.summary.covers) if ctx.summary is not None else set()
         # the turns this summary takes over (the notices name these, as "Writing …" did)
         covered = turns_named(sorted({t for v in outcome.versions for t in v.covers} - before))
-        if outcome.failed and outcome.versions:
+        if outcome.dropped and outcome.versions:
+            events.append(ev.Notice(f"The model's running summary of {covered} was not used: {outcome.dropped}. "
+                                    "wisp wrote it from the turns' identifiers and your own words (F4 shows it).",
+                                    level="warning"))
+        elif outcome.failed and outcome.versions:
             events.append(ev.Notice(f"The model could not write the running summary ({outcome.failed}); wisp "
                                     f"wrote it from the turns' identifiers and your own words, so {covered} "
                                     "leave the window (F4 shows it).", level="warning"))

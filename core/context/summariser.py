@@ -42,13 +42,15 @@ a version, when they do not).
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..sidecall import SideCall, SideCallError, read_json_object
-from ..statements import statements
+from ..statements import person_statements
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
+from .support import support
 from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
 from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .turns import OutputRef, ToolFlags, transcript, turn_outputs
@@ -58,6 +60,9 @@ __all__ = ["Summariser", "SummaryOutcome", "SummaryDraft", "SUMMARY_RULES", "SUM
 
 #: The summary's text aims at this share of the budget (in words, about ¾ of the tokens).
 SUMMARY_SHARE = 0.12
+#: The model's part of a summary is cut to this share of the budget (tokens): beside it go wisp's
+#: own part and the person's statements, each with its own share.
+MODEL_PART_SHARE = 0.15
 #: A summary longer than this share of the budget (tokens) is cut by wisp: it would not free the room.
 SUMMARY_CAP_SHARE = 0.3
 #: wisp's estimate may exceed the endpoint's count of the same text by this factor before
@@ -145,6 +150,8 @@ class SummaryOutcome:
     too_long: bool = False
     #: The identifiers wisp completed the model's summary with.
     completed: list[str] = field(default_factory=list)
+    #: Why the model's summary was not used (it was not about the turns it covers), or ``None``.
+    dropped: str | None = None
 
 
 def _cap_tokens(budget: int) -> int:
@@ -220,77 +227,182 @@ def turn_items(entries: list[Any]) -> set[Item]:
 
 
 
-#: How many of the person's own statements of decisions a summary keeps.
-MAX_DECISIONS = 8
-#: A statement longer than this (characters) is cut where it is kept.
-DECISION_CHARS = 240
-_DECISIONS_HEAD = "The person's own words, kept by wisp:"
+#: The person's statements kept beside a summary take at most this share of the budget (tokens),
+#: the newest first: the floor no model's summary can lower.
+STATEMENTS_SHARE = 0.12
+#: wisp's own part of a summary (what the person asked, the identifiers the model left out) takes at
+#: most this share of the budget (tokens), the newest turns first.
+OWN_PART_SHARE = 0.15
+#: A turn's ``the person asked "…"`` line quotes at most this many characters of the prompt.
+ASKED_CHARS = 100
+_STATEMENTS_HEAD = "What the person stated, kept by wisp (turn, entry):"
+#: The head older versions wrote over the same list (read back so that a later version keeps it).
+_OLD_STATEMENTS_HEADS = ("The person's own words, kept by wisp:",)
+_SOURCE_LINE = re.compile(r"^- turn (\d+), entry (\d+): (.+)$")
 
 
 def person_decisions(turn: int, entries: list[Any]) -> list[str]:
-    """The person's own statements of decisions in a turn's prompts
-    (:func:`wisp.core.statements.statements`: what was decided,
-    preferred, ruled out or named), each as ``turn N: "…"``."""
-    return [f'turn {turn}: "{s}"' for e in entries if e.kind == "prompt"
-            for s in statements(e.content or "", limit=DECISION_CHARS)]
+    """What the person stated in a turn's prompts
+    (:func:`wisp.core.statements.person_statements`: facts about the work,
+    names, constraints, preferences, "remember that …" and decisions), each
+    as ``turn N, entry E: "…"`` (``turn N: "…"`` for an entry with no
+    number), cut to a sentence."""
+    out = []
+    for e in entries:
+        if e.kind != "prompt":
+            continue
+        number = getattr(e, "number", None)
+        where = f"turn {turn}, entry {number}" if number is not None else f"turn {turn}"
+        out.extend(f'{where}: "{s}"' for s in person_statements(e.content or ""))
+    return out
 
 
 def previous_decisions(version: SummaryVersion) -> list[str]:
     """The statements a version's completion kept (so the next one keeps them too)."""
-    if _DECISIONS_HEAD not in version.completion:
-        return []
-    block = version.completion.split(_DECISIONS_HEAD, 1)[1]
-    return [line[2:] for line in block.splitlines() if line.startswith("- ")]
+    for head in (_STATEMENTS_HEAD, *_OLD_STATEMENTS_HEADS):
+        if head in version.completion:
+            block = version.completion.split(head, 1)[1]
+            return [line[2:] for line in block.splitlines() if line.startswith("- ") and not line.startswith("- (")]
+    return []
+
+
+def previous_sources(version: SummaryVersion | None) -> dict[tuple[int, str], int]:
+    """``{(turn, identifier text): entry}`` from the identifier lines a
+    version's completion wrote (``- turn 9, entry 28: a.py, b.py``), so that
+    a later version names the same entries for the same turns."""
+    out: dict[tuple[int, str], int] = {}
+    if version is None or not version.completion:
+        return out
+    block = version.completion
+    for head in (_STATEMENTS_HEAD, *_OLD_STATEMENTS_HEADS):
+        block = block.split(head, 1)[0]
+    for line in block.splitlines():
+        m = _SOURCE_LINE.match(line)
+        if m and not m.group(3).startswith(("the person asked", '"')):
+            for text in m.group(3).split(", "):
+                out[(int(m.group(1)), text)] = int(m.group(2))
+    return out
+
+
+def previous_asked(version: SummaryVersion) -> list[str]:
+    """The ``the person asked`` lines a version's completion wrote (so that a
+    later version wisp writes alone keeps them, within its cap)."""
+    return [line[2:] for line in (version.completion or "").splitlines()
+            if line.startswith("- turn ") and ": the person asked " in line]
+
+
+def summary_so_far(version: SummaryVersion | None) -> str:
+    """What the side call is given as the summary so far: the version's
+    model part and the ``the person asked`` lines wisp wrote, not the rest of
+    wisp's part (the identifiers and the person's statements, which wisp
+    carries to the next version itself; given to the model too, they came
+    back in its text, twice the room)."""
+    if version is None:
+        return ""
+    asked = [f"- {a}" for a in previous_asked(version)]
+    return "\n".join(p for p in (version.model_part.strip(), *asked) if p).strip()
 
 
 def person_asked(turn: int, entries: list[Any], words: int = 12) -> str:
-    """``turn N: the person asked "…"`` with the first ``words`` words of the turn's prompt."""
-    prompt = next((e.content for e in entries if e.kind == "prompt"), "") or ""
+    """``turn N, entry E: the person asked "…"`` with the first ``words``
+    words of the turn's prompt, at most :data:`ASKED_CHARS` characters (a
+    paste of long lines is never quoted whole)."""
+    prompt_entry = next((e for e in entries if e.kind == "prompt"), None)
+    prompt = (prompt_entry.content if prompt_entry is not None else "") or ""
     head = prompt.split()
-    text = " ".join(head[:words]) + ("…" if len(head) > words else "")
-    return f'turn {turn}: the person asked "{text}"'
+    text = " ".join(head[:words])
+    more = len(head) > words
+    if len(text) > ASKED_CHARS:
+        text, more = text[:ASKED_CHARS - 1].rstrip(), True
+    text += "…" if more else ""
+    number = getattr(prompt_entry, "number", None)
+    where = f"turn {turn}, entry {number}" if number is not None else f"turn {turn}"
+    return f'{where}: the person asked "{text}"'
 
 
-def complete_summary(missing: dict[int, list[Item]], sources: dict[str, tuple[int, int | None]],
+def _newest_within(lines: list[str], tokens: int | None) -> tuple[list[str], int]:
+    """The newest of ``lines`` (oldest first) whose estimates fit ``tokens``
+    (all of them for ``None``), oldest first, and how many were left out."""
+    if tokens is None:
+        return lines, 0
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        cost = estimate_tokens(line) + 1
+        if used + cost > tokens:
+            break
+        kept.append(line)
+        used += cost
+    kept.reverse()
+    return kept, len(lines) - len(kept)
+
+
+def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
                      decisions: list[str], *, model_text: str, failed: bool = False,
-                     asked: list[str] = ()) -> str:
-    """wisp's own part of a summary version: when the model wrote nothing,
-    what the person asked in each new turn (``asked``, from
-    :func:`person_asked`); each identifier the model's text (``model_text``)
-    left out, with the turn and entry it came from (``sources`` maps
-    ``kind:text`` to ``(turn, entry)``); and the person's statements of
-    decisions that the model's text does not hold, each once (a statement
-    the person made again is kept where it was made last), the newest
-    :data:`MAX_DECISIONS`. ``""`` when nothing is to add. Deterministic: no
-    model call (issue "Compaction you can see and trust")."""
+                     asked: list[str] = (), statement_tokens: int | None = None,
+                     own_tokens: int | None = None, dropped: str | None = None) -> str:
+    """wisp's own part of a summary version: when the model wrote nothing
+    (or its summary was ``dropped``: the reason, said in the head), what the
+    person asked in each new turn (``asked``, from :func:`person_asked`);
+    each identifier the model's text (``model_text``) left out, with the
+    turn and entry it came from (``sources`` maps ``(turn, kind:text)`` to
+    the entry number, or ``kind:text`` to ``(turn, entry)``); then the
+    person's statements (``decisions``, from :func:`person_decisions`), each
+    once (a statement the person made again is kept where it was made
+    last), whatever the model's text holds: this list is the floor no
+    model's summary can lower. ``own_tokens`` caps the asked and identifier
+    lines, ``statement_tokens`` the statements (tokens, wisp's estimate;
+    the newest kept, a line says how many older ones went: search finds
+    them). ``""`` when nothing is to add. Deterministic: no model call."""
     lines: list[str] = []
     if not model_text and asked:
-        lines.append("Written by wisp (the model wrote no summary of these turns):")
-        lines.extend(f"- {a}" for a in asked)
+        if dropped:
+            lines.append(f"Written by wisp (the model's summary was not used: {dropped}):")
+        else:
+            lines.append("Written by wisp (the model wrote no summary of these turns):")
+        rows, gone = _newest_within([f"- {a}" for a in asked], own_tokens // 3 if own_tokens else None)
+        if gone:
+            lines.append(f"- ({gone} older turns not listed here for room; a search of the conversation finds them)")
+        lines.extend(rows)
     if missing:
         head = ("Kept by wisp (the model's summary left these out):" if model_text and not failed else
                 "Kept by wisp (the model wrote no summary of these turns):")
-        lines.append(head)
+        rows = []
         for turn in sorted(missing):
             by_entry: dict[int | None, list[str]] = {}
             for item in missing[turn]:
-                entry = sources.get(_item_key(item), (turn, None))[1]
+                key = _item_key(item)
+                if (turn, key) in sources:
+                    entry = sources[(turn, key)]
+                elif (turn, item.text) in sources:
+                    entry = sources[(turn, item.text)]
+                else:
+                    found = sources.get(key)
+                    entry = found[1] if isinstance(found, tuple) and found[0] == turn else None
                 by_entry.setdefault(entry, []).append(item.text)
             for entry, texts in sorted(by_entry.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
                 where = f"turn {turn}, entry {entry}" if entry is not None else f"turn {turn}"
-                lines.append(f"- {where}: " + ", ".join(sorted(texts)))
+                rows.append(f"- {where}: " + ", ".join(sorted(texts)))
+        rows, gone = _newest_within(rows, own_tokens - own_tokens // 3 if own_tokens else None)
+        lines.append(head)
+        if gone:
+            lines.append(f"- ({gone} older lines not kept here for room; a search of the conversation finds them)")
+        lines.extend(rows)
     seen: set[str] = set()
     wanted: list[str] = []
     for d in reversed(decisions):  # a statement said again is kept once, where it was said last
         quote = (d.split(": ", 1)[1].strip('"') if ": " in d else d).lower()
-        if quote in seen or quote in model_text.lower():
+        if quote in seen:
             continue
         seen.add(quote)
         wanted.append(d)
     wanted.reverse()
     if wanted:
-        lines.append(_DECISIONS_HEAD)
-        lines.extend(f"- {d}" for d in wanted[-MAX_DECISIONS:])
+        rows, gone = _newest_within([f"- {d}" for d in wanted], statement_tokens)
+        lines.append(_STATEMENTS_HEAD)
+        if gone:
+            lines.append(f"- ({gone} older statements not kept here for room; a search of the conversation finds them)")
+        lines.extend(rows)
     return "\n".join(lines)
 
 
@@ -337,6 +449,8 @@ class SummaryDraft:
     too_long: bool = False
     base: int | None = None
     focus: str | None = None
+    #: Why the model's summary was not used (:mod:`wisp.core.context.support`), or ``None``.
+    dropped: str | None = None
 
     @property
     def model_part(self) -> str:
@@ -450,7 +564,7 @@ class Summariser:
         self._cut = cut
         extra = estimate_tokens(task) + estimate_tokens(focus or "")
         while batch_turns and outcome.calls < max_calls:
-            prev_text = previous.text if previous else ""
+            prev_text = summary_so_far(previous)
             base = round((estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + extra + 60) * ratio)
             batch: list[tuple[int, list[Any]]] = []
             used = base
@@ -489,12 +603,14 @@ class Summariser:
         words = _words_for(ctx.budget)
         new_refs: list[OutputRef] = []
         items: dict[int, list[str]] = dict(previous.items) if previous else {}
-        sources: dict[str, tuple[int, int | None]] = {}
+        # each identifier with the entry it came from in each turn it came in, the earlier versions' included
+        sources: dict[Any, Any] = dict(previous_sources(previous))
         for number, entries in batch:
             new_refs.extend(turn_outputs(number, entries, flags))
             items[number] = sorted(_item_key(i) for i in turn_items(entries))
             for item, entry in item_sources(entries).items():
-                sources.setdefault(_item_key(item), (number, entry))
+                if entry is not None:
+                    sources.setdefault((number, _item_key(item)), entry)
         all_refs = list(previous.refs if previous else ()) + new_refs
         covers = set(previous.covers if previous else ()) | {n for n, _ in batch}
         probe = SummaryVersion(ctx.conversation, 0, "", tuple(sorted(covers)), refs=tuple(all_refs))
@@ -517,6 +633,7 @@ class Summariser:
         attempts = 0
         too_long = False
         failed: str | None = None
+        dropped: str | None = None
         asking = outcome.failed is None and self.side_call is not None  # else wisp writes alone
         for attempt in ((1, 2) if asking else ()):
             prompt = base_prompt
@@ -545,23 +662,35 @@ class Summariser:
                 break
             if not text:
                 continue
+            backing = support(text, base_prompt + "\n" + facts_text)
+            if not backing.supported:  # about something else: never used, never asked again
+                outcome.dropped = dropped = backing.reason()
+                self._audit_failed(ctx.conversation, turn, "the model's summary was not used: " + dropped,
+                                   [n for n, _ in batch], [])
+                text = ""
+                break
             too_long = estimate_tokens(text) > cap * CAP_SLACK
             missing = missing_in(text)
             if not missing and not too_long:
                 break
-        if text and estimate_tokens(text) > cap * CAP_SLACK:
+        model_cap = min(cap, max(60, int(ctx.budget * MODEL_PART_SHARE)))
+        if text and estimate_tokens(text) > model_cap * CAP_SLACK:
             outcome.too_long = True
-            text = _cut_to_tokens(text, cap)
+            text = _cut_to_tokens(text, model_cap)
         missing = missing_in(text)
         decisions = [d for n, entries in batch for d in person_decisions(n, entries)]
+        asked = [person_asked(n, entries) for n, entries in batch]
         if previous is not None:
             decisions = [*previous_decisions(previous), *decisions]
+            asked = [*previous_asked(previous), *asked] if not text else asked
         completion = complete_summary(missing, sources, decisions, model_text=text,
-                                      failed=not asking or outcome.failed is not None,
-                                      asked=[person_asked(n, entries) for n, entries in batch])
+                                      failed=not asking or outcome.failed is not None, asked=asked,
+                                      statement_tokens=max(40, int(ctx.budget * STATEMENTS_SHARE)),
+                                      own_tokens=max(60, int(ctx.budget * OWN_PART_SHARE)), dropped=dropped)
         full = f"{text}\n\n{completion}".strip() if completion else text
         left = missing_in(full)
-        assert not left, f"wisp's completion left out {left}"  # the rule this method exists for
+        # the rule this method exists for; only wisp's own cap (the oldest lines) may leave an identifier out
+        assert not left or "older lines not kept here for room" in completion, f"wisp's completion left out {left}"
         completed = sorted({str(i) for ms in missing.values() for i in ms})
         if completion:
             outcome.completed = sorted(set(outcome.completed) | set(completed))
@@ -576,7 +705,8 @@ class Summariser:
             covers=tuple(sorted(covers)), new_turns=tuple(newly), refs=tuple(all_refs), items=items,
             kept=tuple(kept), completed=tuple(completed), model=model if text else None,
             attempts=attempts, failed=failed, too_long=outcome.too_long,
-            base=(previous.version or previous.base) if previous is not None else None, focus=focus)
+            base=(previous.version or previous.base) if previous is not None else None, focus=focus,
+            dropped=dropped)
 
     def _prompt(self, batch: list[tuple[int, list[Any]]], previous: SummaryVersion | None,
                 flags: ToolFlags, words: int, wanted: list[Item] | None = None, *, task: str = "",
@@ -587,8 +717,9 @@ class Summariser:
         if focus and focus.strip():
             parts.append(f"The person asks this summary to focus on: {focus.strip()}. Keep what concerns it in "
                          "detail; the rest may be brief.")
-        if previous is not None and previous.text.strip():
-            parts.append(f"Summary so far, of turns {turn_ranges(previous.covers)}:\n{previous.text.strip()}")
+        so_far = summary_so_far(previous)
+        if previous is not None and so_far:
+            parts.append(f"Summary so far, of turns {turn_ranges(previous.covers)}:\n{so_far}")
         else:
             parts.append("Summary so far: none yet.")
         parts.append("New turns to add:\n" + transcript(batch, flags, cut=self._cut))

@@ -13,17 +13,12 @@ turn. The side call that writes a version is in
 from __future__ import annotations
 
 import json
-from collections import Counter
-from functools import lru_cache
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..tokens import estimate_tokens
 from .turns import OutputRef, ToolFlags
-
-if TYPE_CHECKING:
-    from .coverage import Item
 
 # The coverage check and the digests load with the first summary or reference that needs them:
 # a request without either (`wisp ask`'s first turn) never imports them (issue 12).
@@ -305,71 +300,95 @@ def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
     return line
 
 
-@lru_cache(maxsize=4096)
-def _called_items(arguments: str) -> tuple[Item, ...]:
-    """What a tool call's ``arguments`` name (:func:`extract_items`), sorted;
-    kept, since the summary layer is written again for every request."""
-    from .coverage import extract_items
-
-    return tuple(sorted(extract_items(arguments)))
-
-
 def _first_listed(refs: list[OutputRef], costs: list[int], text: str, cap: int,
                   chars_per_token: float | None) -> int:
     """How many of the oldest references to leave out of the summary layer so
-    that the newest ones listed (``costs``: their lines' tokens) and the line
-    naming what the others' calls named fit ``cap`` tokens. The newest fill a
-    quarter of the cap in any case; then a name costs a few tokens and a line
-    a few dozen, so the names come before more lines. Linear in the
-    references (it runs with every request)."""
-    items = [[t for t in sorted({i.text for i in _called_items(r.arguments)}) if t not in text] for r in refs]
+    that the newest ones listed (``costs``: their lines' tokens) and the
+    index line standing for the others (:func:`_unlisted_line`) fit ``cap``
+    tokens. The newest fill a quarter of the cap in any case; then an index
+    row costs a few tokens and a line a few dozen, so the index rows come
+    before more lines. Linear in the references (it runs with every request)."""
+    rows = [estimate_tokens(f"{_index_key(r)}: entry {r.entry} (turn {r.turn}); ", chars_per_token) for r in refs]
     start, used = len(refs), 0
-    while start > 0 and used + costs[start - 1] <= cap // 4:  # the newest quarter are listed whatever the names
+    while start > 0 and used + costs[start - 1] <= cap // 4:  # the newest quarter are listed whatever the index
         start -= 1
         used += costs[start]
-    unlisted = Counter(t for group in items[:max(0, start - 1)] for t in group)  # if refs[start - 1] is listed
-    note = sum(estimate_tokens(t + ", ", chars_per_token) for t in unlisted) + 40
+    note = sum(rows[:max(0, start - 1)]) + 60  # if refs[start - 1] is listed (rows past the room go as names)
     while start > 0 and used + costs[start - 1] + note <= cap:
         start -= 1
         used += costs[start]
-        for t in items[start - 1] if start > 0 else ():  # refs[start - 1] joins the listed next time round
-            unlisted[t] -= 1
-            if not unlisted[t]:
-                del unlisted[t]
-                note -= estimate_tokens(t + ", ", chars_per_token)
+        if start > 0:  # refs[start - 1] joins the listed next time round
+            note -= rows[start - 1]
     return start
 
 
-def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token: float | None) -> str:
-    """The line that stands for ``refs``, the references left out of the
-    summary layer: their entries' range, and (newest first, as many as fit in
-    ``room`` tokens) what their calls' arguments named that ``shown`` (the rest
-    of the layer) does not, so that what the model reads keeps them (issue
-    "Layered context": every file path … appears in the summary, a fact or a
-    reference); the others are counted, ``/show`` and recall reach them."""
-    line = (f"- (outputs of entries {refs[0].entry}–{refs[-1].entry} not listed; "
-            "the person can /show any of them")
-    from .coverage import is_present
+def _index_key(ref: OutputRef) -> str:
+    """What a reference's call read or ran, in a few words: the path of a
+    read (``service.toml``), else the tool and its arguments' values
+    (``run_command pytest -q``), at most 60 characters."""
+    try:
+        args = json.loads(ref.arguments) if ref.arguments else {}
+    except ValueError:
+        args = ref.arguments
+    if isinstance(args, dict):
+        values = " ".join(" ".join(str(v).split()) for v in args.values() if isinstance(v, (str, int, float)))
+    else:
+        values = " ".join(str(args).split())
+    key = values if ref.tool == "read_file" and values else f"{ref.tool} {values}".strip()
+    return key if len(key) <= 60 else key[:59] + "…"
 
-    named: list[str] = []
+
+def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token: float | None,
+                   has_memory: bool = True) -> str:
+    """The line that stands for ``refs``, the references left out of the
+    summary layer: their entries' range, how to find them (the memory tool's
+    search, or the person's ``/search`` and ``/show``), and, newest first as
+    many as fit in ``room`` tokens, a compact index of what was read and run
+    (``service.toml: entry 5 (turn 2)``), so that the model can still name
+    each output. The rest are counted; search reaches them."""
+    how = ('memory "recall WORDS" searches them, memory "recall entry N" shows one' if has_memory
+           else "the person can /search them and /show any of them")
+    line = f"- (outputs of entries {refs[0].entry}–{refs[-1].entry} not listed one by one; {how})"
+    index: dict[str, list[OutputRef]] = {}
     for r in reversed(refs):
-        for item in _called_items(r.arguments):
-            if item.text not in named and not is_present(item, shown):
-                named.append(item.text)
-    if not named:
-        return line + ")"
-    used = estimate_tokens(line + "; their calls named ", chars_per_token) + 12
-    listed: list[str] = []
-    for text in named:
-        cost = estimate_tokens(text + ", ", chars_per_token)
-        if used + cost > room:
-            break
-        listed.append(text)
-        used += cost
-    rest = len(named) - len(listed)
-    if not listed:
-        return line + f"; their calls named {rest} paths and names not shown here)"
-    return line + f"; their calls named {', '.join(listed)}" + (f" and {rest} more)" if rest else ")")
+        index.setdefault(_index_key(r), []).append(r)
+    used = estimate_tokens(line + " Index, newest first: ", chars_per_token) + 12
+    keys = list(index)
+    row_texts = []
+    for key in keys:
+        group = index[key]
+        row = f"{key}: " + ", ".join(f"entry {r.entry} (turn {r.turn})" for r in group[:3])
+        row_texts.append(row + (f" and {len(group) - 3} more" if len(group) > 3 else ""))
+    row_costs = [estimate_tokens(r + "; ", chars_per_token) for r in row_texts]
+    name_costs = [estimate_tokens(k + ", ", chars_per_token) for k in keys]
+    # every key at least by name when they all fit, the newest with their entries as far as the room goes;
+    # else the newest rows in half the room and names in the rest
+    upgraded = 0
+    total = used + sum(name_costs)
+    if total <= room:
+        while upgraded < len(keys) and total + row_costs[upgraded] - name_costs[upgraded] <= room:
+            total += row_costs[upgraded] - name_costs[upgraded]
+            upgraded += 1
+        rows, names = row_texts[:upgraded], keys[upgraded:]
+    else:
+        rows, names = [], []
+        for text, cost in zip(row_texts, row_costs):
+            if used + cost > room // 2 + used // 2:
+                break
+            rows.append(text)
+            used += cost
+        for key, cost in list(zip(keys, name_costs))[len(rows):]:
+            if used + cost > room:
+                break
+            names.append(key)
+            used += cost
+    rest = len(index) - len(rows) - len(names)
+    if not rows and not names:
+        return line
+    text = line + " Index, newest first: " + "; ".join(rows)
+    if names:
+        text += ("; also " if rows else "") + ", ".join(names)
+    return text + (f"; and {rest} more read or run" if rest else "")
 
 
 def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_ref_tokens: int | None = None,
@@ -401,7 +420,8 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
             if sum(costs) > max_ref_tokens:
                 start = _first_listed(refs, costs, "\n".join(parts), max_ref_tokens, chars_per_token)
                 parts.append(_unlisted_line(refs[:start], "\n".join([*parts, *lines[start:]]),
-                                            max_ref_tokens - sum(costs[start:]), chars_per_token))
+                                            max_ref_tokens - sum(costs[start:]), chars_per_token,
+                                            flags.has_memory))
                 lines = lines[start:]
         parts.extend(lines)
         listed = len(lines)

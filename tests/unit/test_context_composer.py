@@ -225,12 +225,17 @@ def test_summary_layer_lists_references_and_caps_them() -> None:
     layer = ctx.layer("summary")
     assert layer.text.startswith("Running summary of turns 1–200 (version 3):\nwhat happened")
     assert "- entry 209 (turn 200): read_file" in layer.text  # the newest are kept
-    assert "(outputs of entries 10–" in layer.text and "not listed; the person can /show any of them" in layer.text
-    # the unlisted calls' paths, newest first, as many as fit the cap; the rest counted
+    assert "(outputs of entries 10–" in layer.text and "not listed one by one" in layer.text
+    # without the memory tool the way in is the person's search; with it, the model's
+    assert "the person can /search them and /show any of them" in layer.text
+    # a compact index of what was read, newest first, each with its entry and turn; the rest counted
     listed = layer.detail["references"]
-    newest_unlisted = f"f{199 - listed}.py"
-    assert f"their calls named {newest_unlisted}, f{198 - listed}.py" in layer.text
-    assert re.search(r"and \d+ more\)", layer.text)
+    newest_unlisted = 199 - listed
+    assert (f"Index, newest first: f{newest_unlisted}.py: entry {10 + newest_unlisted} (turn {newest_unlisted + 1}); "
+            f"f{newest_unlisted - 1}.py: entry {9 + newest_unlisted} (turn {newest_unlisted})") in layer.text
+    assert re.search(r"; and \d+ more read or run", layer.text)
+    with_memory = build(inputs(summary=summary, window=4096, reserve=1024, flags=WITH_MEMORY)).layer("summary")
+    assert 'memory "recall WORDS" searches them' in with_memory.text
     assert layer.tokens <= 0.25 * ctx.budget + 100
     assert ctx.left == list(range(1, 201)) and layer.items == 200
 

@@ -1,0 +1,94 @@
+"""A model's summary must be about the conversation: one that the turns it covers do not support (a
+small model's summary about something else) is dropped, wisp's own summary stands in its place, and the
+notice, the version and ``/compact``'s preview say why; the person's plain statements ride in every
+request after the summary, whatever the model wrote. Real sessions against a fake Ollama on 127.0.0.1,
+real SQLite and audit log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from wisp.core import events as ev
+from wisp.core.context.compaction import preview_compaction
+from wisp.core.context.support import SUPPORT_MIN, support
+from tests.support.context_fakes import CountingOllama
+from tests.support.fakes import reply, text
+from tests.support.sidecalls import ScriptedSideCall
+from tests.unit.test_context_session import make_home, open_session, run
+
+DOCKER = ("Docker Desktop is installed on Windows and macOS and runs containers in a lightweight virtual "
+          "machine. Images are pulled from Docker Hub; the dashboard shows volumes, networks and Kubernetes "
+          "clusters, and the whale icon in the menu bar restarts the engine after an upgrade.")
+
+TURNS = ("We are tuning the ingest service of the billing pipeline. The service listens on port 8437.",
+         "The ingest workers read batches from the queue and write invoices to the ledger table.",
+         "Retries of a failed batch wait thirty seconds, then the batch goes to the dead letter queue.")
+
+
+def test_an_off_topic_summary_is_not_supported_and_a_faithful_one_is() -> None:
+    sources = "\n".join(TURNS) + "\n" + "The assistant said the ledger table has an index on invoice_id."
+    off = support(DOCKER, sources)
+    assert not off.supported and off.share < SUPPORT_MIN
+    assert "docker" in " ".join(off.unknown).lower() and "content words occur" in off.reason()
+    faithful = support("The person tunes the ingest service (port 8437); its workers read queue batches and "
+                       "write invoices to the ledger table; failed batches are retried, then dead-lettered.",
+                       sources)
+    assert faithful.supported and faithful.share >= 0.7
+    # invented identifiers count against a summary
+    invented = support("Ingest service on port 9999 reads src/other/module.py and batches from the queue.", sources)
+    assert invented.share < faithful.share
+    # too short to judge: taken as it is
+    assert support("Ingest tuning.", sources).supported
+
+
+def _side(answer: str) -> ScriptedSideCall:
+    return ScriptedSideCall(default=lambda record: json.dumps({"summary": answer, "decisions": [], "open": []}))
+
+
+async def test_an_off_topic_model_summary_is_dropped_and_the_statement_rides_along(wisp_home: Path,
+                                                                                  tmp_path: Path) -> None:
+    side = _side(DOCKER)
+    with CountingOllama() as srv:
+        make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
+        async with await open_session(tmp_path, tools=[], side_call=side) as s:
+            notices: list[ev.Notice] = []
+            prompts = [*TURNS, *(f"Next, about the ledger part {n}: " + "more words on the same work " * 14
+                                 for n in range(4, 14))]
+            for prompt in prompts:
+                srv.push(reply(text("Understood. " + "A long reply about the ingest service. " * 12)))
+                notices += [e for e in await run(s, prompt) if isinstance(e, ev.Notice)]
+            latest = await s.context.summaries.latest(s.conversation_id)
+            assert latest is not None and 1 in latest.covers, "no summary covered the first turns"
+            assert side.calls, "the model was never asked"
+            # the model's summary was dropped, and said so: in the version (F4 shows it) and a notice
+            assert "Docker" not in latest.text and latest.model is None
+            assert "the model's summary was not used: only" in latest.completion
+            assert any("was not used" in n.text and "content words" in n.text for n in notices)
+            events = [e for e in s.audit.iter_events() if e["kind"] == "summary.failed"]
+            assert any("not used" in e["payload"]["reason"] for e in events)
+            # the person's plain statement of turn 1 is in the request after the summary, with its entry
+            last = srv.chat_bodies[-1]
+            system = last["messages"][0]["content"]
+            assert '- turn 1, entry 1: "The service listens on port 8437."' in system
+            assert "Docker" not in json.dumps(last)
+            # /compact's preview says why, too
+            preview = await preview_compaction(s.context, s.conversation_id)
+            if preview.draft is not None:
+                assert preview.draft.dropped and "not used" in preview.to_markdown()
+
+
+async def test_a_faithful_model_summary_is_used(wisp_home: Path, tmp_path: Path) -> None:
+    side = _side("The person tunes the ingest service of the billing pipeline; workers read queue batches "
+                 "and write invoices to the ledger table; failed batches wait, then go to the dead letter queue.")
+    with CountingOllama() as srv:
+        make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
+        async with await open_session(tmp_path, tools=[], side_call=side) as s:
+            for prompt in [*TURNS, *(f"Next, about the ledger part {n}: " + "more words on the same work " * 14
+                                     for n in range(4, 14))]:
+                srv.push(reply(text("Understood. " + "A long reply about the ingest service. " * 12)))
+                await run(s, prompt)
+            latest = await s.context.summaries.latest(s.conversation_id)
+            assert latest is not None and latest.model is not None
+            assert "dead letter queue" in latest.model_part and "not used" not in latest.completion
+            assert '"The service listens on port 8437."' in latest.completion  # the floor, beside it
