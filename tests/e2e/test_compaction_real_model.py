@@ -68,6 +68,7 @@ WORDS = ("the client keeps state in one place and every request goes through the
 #: the window under the running summary; late ones are in it when ``wisp compact`` previews), decisions.
 SAID = {
     2: "We'll keep the parser in src/demo/parse.py.",
+    3: "The service listens on port 8437.",
     6: "The failing test is tests/test_parse.py::test_empty_line, with error PRS-101.",
     9: "Commit 9c1e4b7a broke the empty line case.",
     14: "Let's log every retry to docs/retries.md from now on.",
@@ -312,6 +313,39 @@ async def test_the_running_summary_takes_over_and_every_version_passes_the_cover
     assert any(r.shaped for r in chat.proxy.forwarded)
 
 
+async def test_the_persons_plain_statement_survives_the_summaries_and_no_off_topic_summary_rides_along(
+        chat: Chat, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue "Everything the conversation established stays within the model's reach": a statement in
+    plain words in turn 3 ("The service listens on port 8437.": no decision, no identifier) is in the
+    request at the end, after the running summary took turn 3 out of the window more than once; and no
+    model-written summary about something else is in it (every model part recorded is supported by the
+    chat: its words occur in what was said and read)."""
+    from wisp.core.context.support import support
+
+    for key in ("WISP_HOME", "HOME", "XDG_DATA_HOME"):
+        monkeypatch.setenv(key, chat.env[key])
+    versions, final, _ = await summary_state(chat)
+    said = SAID[3]
+    # two summaries or more took turn 3 over, and the statement is in the next request, with its turn
+    assert len([v for v in versions if 3 in v.covers]) >= 2, [v.covers for v in versions]
+    system = final.messages[0]["content"]
+    assert 3 in final.left and said in system, system[-3000:]
+    assert re.search(r"- turn 3, entry \d+: \"" + re.escape(said), system), system[-3000:]
+    # and in the last request the real server was sent
+    last = [r for r in chat.proxy.forwarded if not r.shaped and r.status == 200][-1]
+    assert said in last.system, last.system[-2000:]
+    # every model part recorded is about the chat; what was not is not in any version's text
+    chat_text = "\n".join([*(prompt_for(n) for n in chat.turns), *(reply_of(e) for e in chat.turns.values()),
+                           *((chat.work / "docs" / f"part{n:02}.txt").read_text() for n in chat.turns if reads(n))])
+    model_parts = [v for v in versions if v.model and v.model_part.strip()]
+    dropped = [v.version for v in versions if "model's summary was not used" in v.completion]
+    print(f"\nstatement of turn 3 in the last request: yes; versions {len(versions)}, with a model part "
+          f"{len(model_parts)}, model summaries dropped as not about the chat: {dropped}")
+    for v in model_parts:
+        backing = support(v.model_part, chat_text)
+        assert backing.supported, (v.version, backing.reason(), v.model_part[:500])
+
+
 def test_wisp_memory_refine_keeps_the_decision_the_chat_stated(chat: Chat) -> None:
     started = time.monotonic()
     report = chat.wisp_json("memory", "refine", "--json")
@@ -407,3 +441,33 @@ def test_after_a_forced_overflow_of_2_mb_the_next_turn_answers(chat: Chat) -> No
     assert all(r.prompt_tokens for r in requests if r.status == 200) and largest <= chat.n_ctx
     assert answered(after), \
         ("after the overflow the model said nothing", [e for e in after if e["event"] != "text_delta"])
+
+
+def test_a_200_kb_paste_of_two_long_lines_then_five_more_turns_every_turn_answers(chat: Chat) -> None:
+    """Issue "Everything the conversation established stays within the model's reach": "A paste can end
+    the conversation": a 200 KB prompt of two long lines (no spaces: a minified JSON line and a
+    base64 line) was quoted whole by wisp's own summary, and every later turn failed. Runs last: it adds
+    six turns to the chat. Every turn answers, and the running summary the last request carries stays
+    within its shares of the budget (wisp's own part, the statements and the model's part)."""
+    import base64
+    import hashlib
+
+    minified = json.dumps([{"id": i, "sku": f"SKU-{i:06d}", "qty": i % 7, "tag": "abcdef"[i % 6] * 5}
+                           for i in range(2500)], separators=(",", ":"))[:100_000]
+    blob = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(75_000 // 32 + 1))
+    line2 = base64.b64encode(blob).decode()[:100_000]
+    paste = minified + "\n" + line2
+    assert len(paste) >= 200_000 and paste.count("\n") == 1
+    turns = [chat.ask("-", stdin=paste)]
+    for n in range(5):
+        turns.append(chat.ask(f"Say hello in one short sentence ({n + 1} of 5)."))
+    for events in turns:
+        assert not [e for e in events if e["event"] == "error"], [e for e in events if e["event"] == "error"]
+        assert events[-1]["event"] == "turn_ended" and events[-1]["state"] in ("done", "cut"), events[-1]
+    assert answered(turns[-1]), [e for e in turns[-1] if e["event"] != "text_delta"]
+    data = chat.wisp_json("inspect", "context", "--json")
+    layers = {layer["key"]: layer for layer in data["layers"]}
+    summary_tokens = layers["summary"]["tokens"]
+    print(f"\nafter a 200 KB paste of two lines and five turns: every turn answered; the summary layer "
+          f"{summary_tokens:,} tokens of a {data['budget']:,}-token budget")
+    assert summary_tokens <= data["budget"] // 2, summary_tokens

@@ -57,6 +57,8 @@ class Forwarded:
     last: str = ""
     #: The prompt tokens the server counted when it refused the request as over its window, else ``None``.
     overflow: int | None = None
+    #: The request's system message (its first 64 KB): the layers the model was given.
+    system: str = ""
 
 
 def _usage(raw: bytes) -> tuple[int | None, int | None, int | None]:
@@ -174,7 +176,9 @@ class ScriptedReads:
             prompt, completion, overflow = _usage(bytes(kept))
             messages = body.get("messages") or [{}]
             record = Forwarded(status, body.get("max_tokens"), "response_format" in body, prompt, completion,
-                               time.monotonic() - started, str(messages[-1].get("content") or "")[:200], overflow)
+                               time.monotonic() - started, str(messages[-1].get("content") or "")[:200], overflow,
+                               str(messages[0].get("content") or "")[:65536] if messages[0].get("role") == "system"
+                               else "")
             with self._lock:
                 self.forwarded.append(record)
 
