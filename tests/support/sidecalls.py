@@ -13,6 +13,16 @@ missing items, ``"fail"`` fails every call, ``"verbose"`` writes far too much,
 ``"small"`` is a small model (issue "Compaction you can see and trust": its
 summaries miss half the identifiers): it keeps every other identifier the
 prompt names, and asked again, every other one of those it left out.
+``"faithful"`` keeps what it is given: the summary so far whole, and for
+each new turn its key sentences copied as written (those holding a number,
+an identifier such as a path, host or version, or a name), its tool calls
+with their entries, and every item it is asked to keep.
+``"paraphrase"`` is a small model that rewrites instead of copying: half of
+the summary so far, one generic line per turn (which tools it used; none of
+the person's words), and every other item it is asked to keep, then every
+other one of those it left out. ``offtopic`` (call numbers, from 1) makes
+those calls answer a long summary of something the conversation never
+mentioned (Docker Desktop), in any mode.
 
 Asked with a ``schema`` (the running summary's sections), it answers a JSON
 object as an endpoint with constrained decoding would (``{"summary": …,
@@ -77,11 +87,15 @@ class ScriptedSideCall:
 class SummarisingSideCall(ScriptedSideCall):
     """A terse summariser (see the module doc)."""
 
-    def __init__(self, mode: str = "terse", words: int = 6, shaped: bool = True) -> None:
+    def __init__(self, mode: str = "terse", words: int = 6, shaped: bool = True,
+                 offtopic: frozenset[int] | set[int] = frozenset()) -> None:
         super().__init__(default=self.summarise)
         self.mode = mode
         self.words = words
         self.shaped = shaped
+        self.offtopic = frozenset(offtopic)
+        #: The call numbers (from 1) answered off topic so far.
+        self.offtopic_answered: list[int] = []
 
     def summarise(self, record: SideCallRecord) -> str:
         text = self._summary(record)
@@ -92,6 +106,11 @@ class SummarisingSideCall(ScriptedSideCall):
     def _summary(self, record: SideCallRecord) -> str:
         if self.mode == "fail":
             raise SideCallError("the summariser crashed (HTTP 500)", "server_error")
+        if len(self.calls) in self.offtopic:
+            self.offtopic_answered.append(len(self.calls))
+            return OFFTOPIC_SUMMARY
+        if self.mode in ("faithful", "paraphrase"):
+            return self._rewrite(record.prompt)
         prompt = record.prompt
         prev = ""
         m = re.search(r"Summary so far, of turns [^:]*:\n(.*?)\n\nNew turns to add:", prompt, re.S)
@@ -128,3 +147,79 @@ class SummarisingSideCall(ScriptedSideCall):
         if missing and self.mode != "forgetful":
             text += "\nKept: " + missing.group(1)
         return text
+
+    def _rewrite(self, prompt: str) -> str:
+        """The ``faithful`` and ``paraphrase`` modes (see the module doc)."""
+        faithful = self.mode == "faithful"
+        m = re.search(r"Summary so far, of turns [^:]*:\n(.*?)\n\nNew turns to add:", prompt, re.S)
+        prev = m.group(1).strip() if m else ""
+        if prev and not faithful:
+            prev = "\n".join(prev.splitlines()[::2])
+        new = prompt.split("New turns to add:\n", 1)[-1].split("\n\nWrite the new running summary", 1)[0]
+        new = re.split(r"\n\nKeep each of these exactly as written: ", new, maxsplit=1)[0]
+        lowered = set(re.findall(r"\b[a-z][a-z']*\b", new))  # words the transcript writes in lower case
+        lines = [prev] if prev else []
+        for block in re.split(r"\n(?=Turn \d+:)", new.strip()):
+            head = re.match(r"Turn (\d+):", block)
+            if not head:
+                continue
+            tools = re.findall(r"^assistant called (\S+) (.*) \(entry (\d+)\)$", block, re.M)
+            if not faithful:
+                used = sorted({t[0] for t in tools})
+                lines.append(f"T{head.group(1)}: the assistant " +
+                             (f"used {', '.join(used)} and " if used else "") + "answered the person.")
+                continue
+            said = []
+            for who, text in re.findall(r"^(person|assistant) \(entry \d+\): (.*)$", block, re.M):
+                key = [s for s in _sentences(text) if _is_key(s, lowered)]
+                if key:
+                    said.append(("the person: " if who == "person" else "the assistant: ") + " ".join(key))
+            said += [f"{name} {args} (entry {n})" for name, args, n in tools]
+            lines.append(f"T{head.group(1)}: " + ("; ".join(said) if said else "work went on."))
+        text = "\n".join(lines)
+        named = re.search(r"Keep each of these exactly as written: (.*?)\.\n", prompt + "\n", re.S)
+        missing = re.search(r"Your last summary left out: (.*?)\. Write the whole summary again", prompt, re.S)
+        if named:
+            items = named.group(1).split(", ")
+            text += "\nAlso: " + ", ".join(items if faithful else items[::2])
+        if missing:
+            items = missing.group(1).split(", ")
+            text += "\nKept: " + ", ".join(items if faithful else items[1::2])
+        return text
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` cut into sentences (at ``.``, ``!`` or ``?`` and a space, or a line's end)."""
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
+
+
+_IDENTIFIER = re.compile(r"\d|\w[/_.:@-]\w")
+
+
+def _is_key(sentence: str, lowered: set[str]) -> bool:
+    """A sentence worth copying: it holds a number, an identifier (a path,
+    host, version, ``snake_case``), or a capitalised word the transcript never
+    writes in lower case (a name)."""
+    if len(sentence.split()) > 60:
+        return False
+    for word in re.findall(r"[\w/.:@-]+", sentence):
+        word = word.strip(".:-")
+        if _IDENTIFIER.search(word):
+            return True
+        if word[:1].isupper() and word.lower() not in lowered and word.upper() != word:
+            return True
+    return False
+
+
+#: What a small model wrote as a running summary of a chat about a service's configuration:
+#: nothing the conversation mentioned (about 1,400 tokens, as observed).
+OFFTOPIC_SUMMARY = " ".join([
+    "The user is setting up Docker Desktop on their workstation and wants containers to start reliably.",
+    "We discussed enabling the WSL 2 backend, allocating more memory to the Docker Desktop virtual machine,",
+    "and turning on Kubernetes from the settings panel. The assistant explained how Docker Desktop stores",
+    "images in its own disk image, how to prune unused images and volumes, and how to reset to factory",
+    "defaults when the engine will not start. The user asked about file sharing between the host and",
+    "containers, and the assistant described bind mounts, named volumes and the performance trade-offs of",
+    "each. Next steps: update Docker Desktop to the latest release, check the resource limits, and rebuild",
+    "the development images with the new base image.",
+] * 7)
