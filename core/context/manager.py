@@ -325,6 +325,15 @@ class ContextManager:
             if state.context_window != window:
                 await self.calibration.remember_window(model, window)
 
+    async def record_floor(self, conversation: int, floor: float | None) -> CalibrationState:
+        """Raise the model's planning floor to ``floor`` (server tokens ÷ wisp's
+        estimate, learned from a request the server refused for size without a
+        count, or the refit it then took; see
+        :meth:`~wisp.core.context.calibration.Calibration.observe_floor`), and
+        return the calibration the next request is planned with."""
+        model = await self.model(conversation)
+        return await self.calibration.observe_floor(model, floor) or await self.calibration.get(model)
+
     async def calibration_state(self, conversation: int | None) -> CalibrationState:
         """The model's calibration."""
         return await self.calibration.get(await self.model(conversation))

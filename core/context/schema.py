@@ -22,7 +22,9 @@
 - ``token_calibration``: per model, the ratio of the prompt tokens the
   endpoint reported to wisp's estimate, the samples behind it, and the last
   context window seen (tokens), so that ``wisp inspect context`` can work
-  without asking the endpoint.
+  without asking the endpoint; ``floor`` (m006), the least ratio to plan
+  with, learned from refusals for size that gave no count
+  (:mod:`wisp.core.context.calibration`).
 
 - ``turn_renders`` (m005): an ended turn as the composer renders it, kept
   so that the next request does not render it again (issue 12, "Compose
@@ -132,4 +134,7 @@ MIGRATIONS = [
     # each ended turn rendered once, kept for the next request and the next process
     # (issue 12, "Compose incrementally"; wisp.core.context.render_cache)
     sql_step("context", "m005_turn_renders", TURN_RENDERS_SQL),
+    # the least ratio to plan with, learned from a server that refused a request for size without
+    # saying its count (an older llama.cpp), so that the next request is not refused again
+    sql_step("context", "m006_calibration_floor", "ALTER TABLE token_calibration ADD COLUMN floor REAL;"),
 ]
