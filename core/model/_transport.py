@@ -314,16 +314,26 @@ class HttpEndpoint:
 
     def overflow_error(self, detail: str, prompt_tokens: int | None, window: int | None) -> "BadRequest":
         """The error for a prompt that did not fit: what happened, in numbers when
-        known, and how to raise the window for this endpoint."""
+        known, and how to raise the window for this endpoint. With neither number
+        (an older llama.cpp), no window size is advised: the endpoint does not
+        know the window it runs, and a guess may be the one it already has
+        (the agent, which knows the window it planned for, says more)."""
+        said = short(detail, 100) if detail else None
+        if not prompt_tokens and not window:
+            return BadRequest(
+                f"The server refused the prompt as larger than its context window ({said or 'no details'}), "
+                "without saying how many tokens it counted or how large its window is. Make the request smaller "
+                "(/compact, a shorter prompt, or a new conversation), or give the server a larger window than it "
+                "has and set model.context_window to it.", context_overflow=True, detail=said)
         if prompt_tokens and window:
             what = f"The prompt needed {prompt_tokens:,} tokens of the server's {window:,}-token window"
         elif window:
             what = f"The prompt did not fit the server's {window:,}-token window"
         else:
-            what = f"The prompt did not fit the model's context window ({short(detail, 100)})"
+            what = f"The prompt needed {prompt_tokens:,} tokens, more than the server's context window"
         advice = self.window_advice(max(prompt_tokens or 0, (window or 0) + 1))
         return BadRequest(f"{what}. {advice}, or start a new conversation.", context_overflow=True,
-                          prompt_tokens=prompt_tokens, window=window)
+                          prompt_tokens=prompt_tokens, window=window, detail=said)
 
     async def count_tokens(self, text: str) -> int | None:
         """Not supported by this endpoint: ``None`` (see the Endpoint protocol)."""

@@ -190,16 +190,18 @@ class ModelNotFound(EndpointError):
 class BadRequest(EndpointError):
     """HTTP 400. ``context_overflow`` is true when the prompt did not fit the window;
     then ``prompt_tokens`` and ``window`` (tokens) are set when the server said
-    them (llama.cpp, llama-cpp-python, vLLM and OpenAI do)."""
+    them (llama.cpp, llama-cpp-python, vLLM and OpenAI do; an older llama.cpp
+    says neither), and ``detail`` is the server's own words, shortened."""
 
     kind = "bad_request"
 
     def __init__(self, message: str, context_overflow: bool = False, *, prompt_tokens: int | None = None,
-                 window: int | None = None):
+                 window: int | None = None, detail: str | None = None):
         super().__init__(message)
         self.context_overflow = context_overflow
         self.prompt_tokens = prompt_tokens
         self.window = window
+        self.detail = detail
 
 
 class ServerError(EndpointError):
