@@ -151,7 +151,8 @@ async def test_a_reply_cut_inside_a_tool_call_shows_the_call_and_does_not_run_it
 
 
 FAULTS = [
-    (fault.status(400, {"error": "the input length exceeds the context length"}), "bad_request"),
+    # not an overflow: one without a count is fitted again (tests/unit/test_refit_without_count.py)
+    (fault.status(400, {"error": "invalid 'temperature': must be positive"}), "bad_request"),
     (fault.status(500, {"error": "internal"}), "server_error"),
     (fault.model_not_found(), "model_not_found"),
     (fault.malformed(text("partial ")), "malformed"),
@@ -395,15 +396,19 @@ async def test_a_request_refused_again_is_an_error_after_two_tries(tmp_path: Pat
     assert "2,900 tokens" in error.message and events[-1].state == "error"
 
 
-async def test_an_overflow_the_server_does_not_count_is_not_tried_again(tmp_path: Path, wisp_home: Path) -> None:
+async def test_an_overflow_the_server_does_not_count_is_tried_again_with_a_margin(tmp_path: Path,
+                                                                                 wisp_home: Path) -> None:
+    """No count to size a second try by: it is planned with a larger margin instead (at most twice;
+    tests/unit/test_refit_without_count.py has the rest)."""
     with FakeOpenAI() as srv:
         write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url,
                                  "model.timeout_s": 5, "model.context_window": 2048})
-        srv.push(fault.status(400, {"error": "the input length exceeds the context length"}), reply(text("no")))
+        srv.push(fault.status(400, {"error": "the input length exceeds the context length"}), reply(text("yes")))
         async with await open_session(tmp_path) as s:
             events = await run(s, "hello")
-        assert len(srv.chat_bodies) == 1  # no count to size a second try by: the error, as before
-    assert events[-1].state == "error"
+        assert len(srv.chat_bodies) == 2
+    assert events[-1].state == "done"
+    assert any(isinstance(e, ev.Notice) and "refit 1 of 2" in e.text for e in events)
 
 
 async def test_a_prompt_larger_than_the_window_is_sent_cut_and_kept_whole(any_home, tmp_path: Path) -> None:
