@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["DECISION", "NAMING", "CORRECTION", "UNFINISHED", "REMEMBER", "sentences", "statements",
-           "states_something", "stated", "person_statements", "STATEMENT_CHARS", "SCAN_CHARS"]
+           "states_something", "stated", "person_statements", "statement_strength", "STATEMENT_CHARS", "SCAN_CHARS", "DECIDED"]
 
 #: A sentence that says what was decided, preferred or ruled out.
 DECISION = re.compile(
@@ -39,10 +39,16 @@ UNFINISHED = re.compile(
     r"\b(?:todo|to do|later|tomorrow|next (?:time|week|step)|not (?:yet|done|finished)|still (?:need|have|to)|"
     r"unfinished|remaining|left to|pending|follow up|remind me|failed|broken|blocked)\b", re.IGNORECASE)
 
-#: A sentence that asks for something to be kept in mind, or sets a rule for the work.
+#: A sentence that asks for something to be kept in mind, or sets a limit for the work.
 REMEMBER = re.compile(
     r"\b(?:remember|keep in mind|note that|don'?t forget|for the record|fyi|make sure|be careful|"
-    r"avoid|only|at most|at least|no more than|required?|needs? to|has to|have to|can'?t|cannot|is not allowed)\b",
+    r"at most|at least|no more than|is not allowed|never)\b",
+    re.IGNORECASE)
+#: A sentence that says what was decided in so many words (stronger than :data:`DECISION`'s
+#: "should" or "always", which prose is full of).
+DECIDED = re.compile(
+    r"\b(?:we(?:'ll| will| decided| agreed| chose| picked| settled)|let'?s (?:go with|use|keep|call)|decided|"
+    r"agreed|go with|from now on|instead of|rather than|switched to|moved (?:to|from)|upgraded|downgraded)\b",
     re.IGNORECASE)
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -119,8 +125,32 @@ _RULE_START = re.compile(r"^(?:please\s+)?(?:keep|use|prefer|avoid|stick to|stay
                          re.IGNORECASE)
 
 
-def _states_a_value(sentence: str) -> bool:
-    return _VALUE.search(_ORDINAL.sub(" ", sentence)) is not None
+#: Words a sentence may start with that are not names.
+_COMMON_START = frozenset("""a an the this that these those we i you he she they it its our my your their there here
+then now so and but or if when while also next first last one some all any each no not yes ok okay please
+let's lets maybe just still""".split())
+
+
+def _states_a_value(sentence: str, text: str = "") -> bool:
+    if _VALUE.search(_ORDINAL.sub(" ", sentence)) is not None:
+        return True
+    # a name at the sentence's start: capitalised, not a common first word, and never written in lower
+    # case in the person's text (``Aiko owns the deploys``, not ``Small fail that code``)
+    first = sentence.split(maxsplit=1)[0].strip(",;:!.") if sentence.split() else ""
+    return (len(first) >= 3 and first[0].isupper() and first[1:].islower() and first.lower() not in _COMMON_START
+            and re.search(r"\b" + re.escape(first.lower()) + r"\b", text) is None)
+
+
+def statement_strength(sentence: str) -> int:
+    """How surely ``sentence`` (one of :func:`person_statements`) states
+    something to keep: 2 when it states a value (a number, an identifier,
+    a quoted text or a name inside it), asks to be remembered, names, corrects or
+    says what was decided in so many words (:data:`DECIDED`); 1 when it only
+    sounds like a rule ("should", "always", "Keep …"). The strong are kept
+    before the weak when they do not all fit."""
+    strong = (_VALUE.search(_ORDINAL.sub(" ", sentence)) or REMEMBER.search(sentence) or NAMING.search(sentence)
+              or DECIDED.search(sentence) or CORRECTION.search(sentence))
+    return 2 if strong else 1
 
 
 def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
@@ -148,6 +178,7 @@ def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
         half = SCAN_CHARS // 2
         text = text[:half] + "\n" + text[-half:]
     out: list[str] = []
+    lowered = text
     for s in sentences(text):
         words = s.split()
         if len(s) < MIN_CHARS or len(words) > MAX_STATEMENT_WORDS or any(len(w) > MAX_WORD_CHARS for w in words):
@@ -155,8 +186,8 @@ def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
         if s.endswith("?") or _QUESTION_START.match(s):
             continue
         marked = bool(DECISION.search(s) or NAMING.search(s) or CORRECTION.search(s) or REMEMBER.search(s)
-                      or _RULE_START.match(s))
-        if not marked and (_REQUEST_START.match(s) or not _states_a_value(s)):
+                      or DECIDED.search(s) or _RULE_START.match(s))
+        if not marked and (_REQUEST_START.match(s) or not _states_a_value(s, lowered)):
             continue
         kept = s if len(s) <= limit else s[: limit - 1].rstrip() + "…"
         if kept not in out:

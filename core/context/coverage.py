@@ -2,7 +2,9 @@
 
 Issue "Layered context", "Running summary": every file path, test name,
 entry id, commit hash and error code in the covered turns must appear in the
-summary, a fact or a reference.
+summary, a fact or a reference. So must a function named as code is
+written (``build_index()``): it is what a finding names, and a small model's
+summary drops it as readily as a path.
 
 What counts as "in the covered turns" here: the text of their prompts and
 replies and the arguments of their tool calls. A tool output's own contents
@@ -24,7 +26,7 @@ from typing import Iterable
 
 __all__ = ["Item", "extract_items", "is_present", "missing_items", "ITEM_KINDS"]
 
-ITEM_KINDS = ("path", "test", "entry", "commit", "error_code")
+ITEM_KINDS = ("path", "test", "entry", "commit", "error_code", "symbol")
 
 _EXT = (r"py|pyi|js|jsx|ts|tsx|mjs|cjs|md|rst|txt|json|jsonl|toml|yaml|yml|ini|cfg|conf|lock|rs|go|c|h|cc|cpp|hpp|"
         r"java|kt|swift|rb|php|cs|sh|bash|zsh|sql|csv|tsv|log|html|css|scss|xml|proto|tf|gradle|mk|env|"
@@ -45,6 +47,9 @@ _TEST = re.compile(
     r")"
 )
 _ENTRY = re.compile(r"\bentry (\d+)\b", re.IGNORECASE)
+#: A function or method named as code is written (``build_index()``, ``Client.refresh()``): what a
+#: finding names ("the leak comes from resolve_account()"), as exact as a path.
+_SYMBOL = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,}(?:\.[A-Za-z_]\w*){0,3}\(\))")
 _COMMIT = re.compile(r"(?<![\w-])([0-9a-f]{7,40})(?![\w-])")
 _ERROR_CODE = re.compile(r"(?<![\w-])(E[A-Z]{3,}|[A-Z]{1,4}\d{3,5}|[A-Z]{1,4}-\d{3,5})(?![\w-])")
 _ERRNO_WORDS = {"ENOENT", "EACCES", "EPERM", "EEXIST", "EISDIR", "ENOTDIR", "EINVAL", "EPIPE", "EAGAIN",
@@ -100,6 +105,8 @@ def extract_items(text: str) -> set[Item]:
         if "/" in p and not _looks_like_path(p):
             continue  # and/or, read/write, feature/login: words, not paths
         found.add(Item("path", p))
+    for m in _SYMBOL.finditer(scrubbed):
+        found.add(Item("symbol", m.group(1)))
     for m in _ENTRY.finditer(scrubbed):
         found.add(Item("entry", f"entry {int(m.group(1))}"))
     for m in _COMMIT.finditer(scrubbed):
@@ -124,6 +131,9 @@ def is_present(item: Item, haystack: str) -> bool:
             or re.search(rf"\bentry {number}\b", haystack, re.IGNORECASE) is not None
     if item.kind == "commit":
         return item.text[:7] in haystack
+    if item.kind == "symbol":  # build_index() is kept as build_index too
+        name = item.text[:-2]
+        return re.search(r"(?<![\w.])" + re.escape(name) + r"(?![\w])", haystack) is not None
     return item.text in haystack
 
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..sidecall import SideCall, SideCallError, read_json_object
-from ..statements import person_statements
+from ..statements import person_statements, statement_strength
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
 from .support import support
@@ -337,6 +337,24 @@ def _newest_within(lines: list[str], tokens: int | None) -> tuple[list[str], int
     return kept, len(lines) - len(kept)
 
 
+def _surest_newest_within(lines: list[str], tokens: int | None) -> tuple[list[str], int]:
+    """:func:`_newest_within` for statement lines (``- turn N, entry E: "…"``):
+    the newest of the sure ones (:func:`~wisp.core.statements.statement_strength` 2)
+    first, then the newest of the rest in the room left, in their order."""
+    if tokens is None:
+        return lines, 0
+    def quote(line: str) -> str:
+        return line.split(": ", 1)[1].strip('"') if ": " in line else line
+    sure = [i for i, line in enumerate(lines) if statement_strength(quote(line)) >= 2]
+    kept_sure, _ = _newest_within([lines[i] for i in sure], tokens)
+    used = sum(estimate_tokens(line) + 1 for line in kept_sure)
+    chosen = set(sure[len(sure) - len(kept_sure):])
+    rest = [i for i in range(len(lines)) if i not in set(sure)]
+    kept_rest, _ = _newest_within([lines[i] for i in rest], tokens - used)
+    chosen |= set(rest[len(rest) - len(kept_rest):])
+    return [lines[i] for i in sorted(chosen)], len(lines) - len(chosen)
+
+
 def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
                      decisions: list[str], *, model_text: str, failed: bool = False,
                      asked: list[str] = (), statement_tokens: int | None = None,
@@ -352,8 +370,8 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
     last), whatever the model's text holds: this list is the floor no
     model's summary can lower. ``own_tokens`` caps the asked and identifier
     lines, ``statement_tokens`` the statements (tokens, wisp's estimate;
-    the newest kept, a line says how many older ones went: search finds
-    them). ``""`` when nothing is to add. Deterministic: no model call."""
+    the newest kept, the sure statements before those that only sound like
+    a rule; a line says how many went: search finds them). ``""`` when nothing is to add. Deterministic: no model call."""
     lines: list[str] = []
     if not model_text and asked:
         if dropped:
@@ -398,7 +416,7 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
         wanted.append(d)
     wanted.reverse()
     if wanted:
-        rows, gone = _newest_within([f"- {d}" for d in wanted], statement_tokens)
+        rows, gone = _surest_newest_within([f"- {d}" for d in wanted], statement_tokens)
         lines.append(_STATEMENTS_HEAD)
         if gone:
             lines.append(f"- ({gone} older statements not kept here for room; a search of the conversation finds them)")
