@@ -116,3 +116,23 @@ def test_the_kept_statements_are_the_newest_that_fit(templates: list[str], cap: 
     rows = [line[2:] for line in out.splitlines() if re.match(r"- turn \d+", line)]
     assert sum(estimate_tokens(f"- {r}") + 1 for r in rows) <= cap
     assert rows == decisions[len(decisions) - len(rows):]
+
+
+def test_sure_statements_are_kept_before_later_ones_that_only_sound_like_a_rule() -> None:
+    """Prose full of "should" and "always" came after the person's plain statements and pushed them out."""
+    sure = 'turn 3, entry 7: "The service listens on port 8437."'
+    weak = [f'turn {n}, entry {2 * n}: "The team should always look at things {"abcdefghij"[n % 10]} first."'
+            for n in range(4, 40)]
+    out = complete_summary({}, {}, [sure, *weak], model_text="", statement_tokens=120)
+    assert f"- {sure}" in out
+    rows = [line for line in out.splitlines() if line.startswith("- turn")]
+    assert rows[0] == f"- {sure}" and rows[-1] == f"- {weak[-1]}"  # in their order, the newest weak ones after it
+
+
+def test_a_function_named_as_code_is_an_identifier_to_keep() -> None:
+    from wisp.core.context.coverage import extract_items, is_present
+
+    items = extract_items("The leak comes from resolve_account() in the worker; Client.refresh() is fine.")
+    assert {Item("symbol", "resolve_account()"), Item("symbol", "Client.refresh()")} <= items
+    assert is_present(Item("symbol", "resolve_account()"), "the summary names resolve_account as the cause")
+    assert not is_present(Item("symbol", "resolve_account()"), "the summary names resolve_accounts")
