@@ -127,20 +127,34 @@ async def fork_command(session: Any, words: list[str], rest: str) -> CommandResu
                          data={"conversation": new, "from": cid, "turn": turn}, action="open")
 
 
+def hit_label(kind: str, tool_name: str | None) -> str:
+    """Who or what a search hit is, as the person reads it: ``you``,
+    ``reply``, ``read_file call``, ``read_file output``."""
+    if kind == "prompt":
+        return "you"
+    if kind == "reply":
+        return "reply"
+    return f"{tool_name or 'tool'} {'call' if kind == 'tool_call' else 'output'}"
+
+
 async def search_command(session: Any, words: list[str], rest: str) -> CommandResult:
-    """``/search TEXT``: the prompts and replies of this conversation holding
-    every word of TEXT, newest first; the front end jumps to one."""
+    """``/search TEXT``: the entries of this conversation holding every word
+    of TEXT (prompts, replies, tool calls and their arguments, tool
+    outputs), newest first, by the same index and rules as the memory tool's
+    search (:meth:`wisp.core.store.Store.search`): earlier versions of a
+    turn a /retry or /edit replaced are found too, marked; the front end
+    jumps to one."""
     text = rest.strip()
     if not text:
         return _error("Usage: /search TEXT (every conversation: wisp conversations search TEXT)")
     cid = session.conversation_id
-    hits = [] if cid is None else await session.store.search(text, conversation_id=cid, current_only=True,
-                                                               marks=("**", "**"))
+    hits = [] if cid is None else await session.store.search(text, conversation_id=cid, marks=("**", "**"))
     if not hits:
         return CommandResult(f"Nothing in this conversation holds {text!r}.", data={"hits": []}, action="search")
     lines = [f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'} for {text!r}:", ""]
     for h in hits:
-        lines.append(f"- turn {h.turn} ({'you' if h.kind == 'prompt' else 'reply'}): {h.snippet}")
+        old = f", an earlier version (turn {h.superseded_by} asked it again)" if not h.current else ""
+        lines.append(f"- turn {h.turn}{old} ({hit_label(h.kind, h.tool_name)}): {h.snippet}")
     return CommandResult("\n".join(lines), data={"hits": [h.to_dict() for h in hits], "text": text},
                          action="search")
 

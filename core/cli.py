@@ -97,7 +97,7 @@ def _add_conversations_parser(sub: Any) -> None:
     conv.add_argument("--json", action="store_true")
     conv.add_argument("--limit", type=int, default=50)
     conv_sub = conv.add_subparsers(dest="conversations_command", metavar="search|rm", parser_class=_Parser)
-    srch = conv_sub.add_parser("search", help="find TEXT in every conversation's prompts and replies")
+    srch = conv_sub.add_parser("search", help="find TEXT in every conversation's prompts, replies, tool calls and outputs")
     srch.add_argument("text", nargs="+", help="the words to find (all of them, as word beginnings)")
     srch.add_argument("--json", action="store_true")
     srch.add_argument("--limit", type=int, default=50)

@@ -49,6 +49,7 @@ from .audit import AuditRef
 from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
 from .processes import tag_alive, this_process
+from .text import fts_query as _text_fts_query
 from .text import one_line
 from .transactions import immediate
 
@@ -63,6 +64,7 @@ __all__ = [
     "Turn",
     "Entry",
     "SearchHit",
+    "SEARCH_KINDS",
     "Store",
     "conversation_exists",
     "fts_query",
@@ -81,6 +83,11 @@ BUSY_TIMEOUT_MS = 5000
 
 #: The error text of a turn that :meth:`Store.recover_open_turns` stopped.
 RECOVERED_ERROR = "wisp exited before the turn ended"
+
+#: An entry that is not still streaming, in SQL over the row ``{row}``: the search index holds it
+#: (``meta`` is the store's own JSON; CASE keeps a malformed one from raising in a trigger).
+_SETTLED = ("COALESCE(CASE WHEN json_valid({row}.meta) THEN json_extract({row}.meta, '$.streaming') END, 0)"
+            " IN (0, '')")
 
 #: The store's own steps: its tables, conversations, turns and entries
 #: (issue "wisp runs end to end"), and the tool list a conversation was started
@@ -164,6 +171,35 @@ MIGRATIONS: list[Migration] = [
         id          INTEGER PRIMARY KEY,
         deleted_at  TEXT NOT NULL
     );
+    """),    # search over every entry, for the model and the person (wisp-memory-tool.txt: "a request with no verb
+    # is a recall", so words that name no target search this record): entries_fts rebuilt over every kind,
+    # with the tool's name and arguments, kept by triggers. An entry still streaming (meta.streaming) is
+    # indexed once it ends, so a long command's output is not indexed again at every batch it writes.
+    sql_step("store", "m006_entries_search", f"""
+    DROP TRIGGER IF EXISTS entries_fts_ai;
+    DROP TRIGGER IF EXISTS entries_fts_ad;
+    DROP TRIGGER IF EXISTS entries_fts_au;
+    DROP TABLE IF EXISTS entries_fts;
+    CREATE VIRTUAL TABLE entries_fts USING fts5(
+        content, tool_name, arguments, content = 'entries', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    INSERT INTO entries_fts (rowid, content, tool_name, arguments)
+        SELECT id, content, tool_name, arguments FROM entries WHERE {_SETTLED.format(row="entries")};
+    CREATE TRIGGER entries_fts_ai AFTER INSERT ON entries WHEN {_SETTLED.format(row="new")} BEGIN
+        INSERT INTO entries_fts (rowid, content, tool_name, arguments)
+            VALUES (new.id, new.content, new.tool_name, new.arguments);
+    END;
+    CREATE TRIGGER entries_fts_ad AFTER DELETE ON entries WHEN {_SETTLED.format(row="old")} BEGIN
+        INSERT INTO entries_fts (entries_fts, rowid, content, tool_name, arguments)
+            VALUES ('delete', old.id, old.content, old.tool_name, old.arguments);
+    END;
+    CREATE TRIGGER entries_fts_au AFTER UPDATE OF content, tool_name, arguments, meta ON entries BEGIN
+        INSERT INTO entries_fts (entries_fts, rowid, content, tool_name, arguments)
+            SELECT 'delete', old.id, old.content, old.tool_name, old.arguments WHERE {_SETTLED.format(row="old")};
+        INSERT INTO entries_fts (rowid, content, tool_name, arguments)
+            SELECT new.id, new.content, new.tool_name, new.arguments WHERE {_SETTLED.format(row="new")};
+    END;
     """),
 ]
 
@@ -338,16 +374,28 @@ class Entry:
         return AuditRef(self.audit_event_id, self.audit_file, self.audit_offset)
 
 
+#: The kinds of entry a search finds (wisp-memory-tool.txt, "recall": the conversation's own record): the
+#: person's prompts, the replies, tool calls (their arguments) and tool outputs. Thinking and notices are not
+#: what the conversation established.
+SEARCH_KINDS = ("prompt", "reply", "tool_call", "tool_result")
+#: A search leaves out the memory tool's own calls and results: they repeat other entries (a recall, an
+#: earlier search), and a search that found them would find itself again every time.
+SEARCH_SKIPS_TOOL = "memory"
+
+
 @dataclass(frozen=True)
 class SearchHit:
-    """One prompt or reply that a search found (:meth:`Store.search`).
+    """One entry that a search found (:meth:`Store.search`).
 
     ``conversation_id`` and its ``title``; ``turn`` (the turn's number, or
     ``None`` for an entry outside a turn); ``entry`` (the entry's number);
-    ``kind`` (``prompt`` or ``reply``); ``created_at`` (UTC ISO);
+    ``kind`` (one of :data:`SEARCH_KINDS`); ``created_at`` (UTC ISO);
     ``snippet`` (the text around the match, the matched words between the
     marks asked for); ``current`` (false when a later version of the turn
-    took its place: ``/retry``, ``/edit``)."""
+    took its place: ``/retry``, ``/edit``); ``superseded_by`` (the number of
+    that later turn, or ``None``); ``tool_name`` and ``arguments`` (a tool
+    call's or output's tool, and a call's decoded arguments); ``rank``
+    (FTS5's bm25: lower is a better match)."""
 
     conversation_id: int
     title: str | None
@@ -357,23 +405,25 @@ class SearchHit:
     created_at: str
     snippet: str
     current: bool = True
+    superseded_by: int | None = None
+    tool_name: str | None = None
+    arguments: Any = None
+    rank: float = 0.0
+    tool_call_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The hit as JSON-ready values (``wisp conversations search --json``)."""
         return {"conversation": self.conversation_id, "title": self.title, "turn": self.turn,
                 "entry": self.entry, "kind": self.kind, "date": self.created_at, "snippet": self.snippet,
-                "current": self.current}
+                "current": self.current, "superseded_by": self.superseded_by, "tool": self.tool_name}
 
 
-def fts_query(text: str) -> str:
-    """A person's search text as an FTS5 query: each word a quoted prefix
-    term (``"retr"*``), all of them required; ``""`` when there is no word.
-    Quoting makes FTS5's own syntax (``AND``, ``NEAR``, ``:``, ``-``, ``*``)
-    plain text, so no search text is a syntax error (SQLite FTS5 docs,
-    "Full-text Query Syntax": strings)."""
-    text = "".join(" " if ord(c) < 32 or c == "\x7f" else c for c in (text or ""))  # NUL ends FTS5's string
-    words = [w for w in text.split() if w.strip('"')]
-    return " ".join('"' + w.replace('"', '""') + '"*' for w in words)
+def fts_query(text: str, *, any_word: bool = False) -> str:
+    """A search text as the store's FTS5 query: each word a quoted prefix
+    term (``"retr"*``), all of them required (with ``any_word``, one of
+    them); ``""`` when there is no word. The one quoting rule,
+    :func:`wisp.core.text.fts_query`: no search text is a syntax error."""
+    return _text_fts_query(text, prefix=True, any_word=any_word)
 
 
 _CONV_COLS = "id, title, workdir, model, endpoint, created_at, updated_at"
@@ -705,35 +755,57 @@ class Store:
         return conv
 
     async def search(self, text: str, *, conversation_id: int | None = None, current_only: bool = False,
-                     limit: int = 50, marks: tuple[str, str] = ("[", "]")) -> list[SearchHit]:
-        """Prompts and replies of every conversation (or of one) holding
-        every word of ``text`` (each as a word prefix, any case, accents
-        ignored: SQLite FTS5, :func:`fts_query`), newest first, at most
-        ``limit``. ``current_only`` leaves out the versions a /retry or
-        /edit replaced. ``marks`` surround the matched words in each
-        snippet. No word gives no hit; never raises for any text."""
-        query = fts_query(text)
-        if not query:
+                     limit: int = 50, offset: int = 0, marks: tuple[str, str] = ("[", "]"),
+                     order: str = "newest", any_word: bool = False, skip_turn: int | None = None,
+                     kinds: tuple[str, ...] = SEARCH_KINDS) -> list[SearchHit]:
+        """Entries of every conversation (or of one) that hold every word of
+        ``text`` (with ``any_word``, one of them), each word as a word prefix,
+        any case, accents ignored (SQLite FTS5, :func:`fts_query`), in their
+        content, their tool's name or a call's arguments.
+
+        Found: the ``kinds`` of :data:`SEARCH_KINDS` (prompts, replies, tool
+        calls, tool outputs), in every version of a turn unless
+        ``current_only`` (a version a /retry or /edit replaced is marked by
+        :attr:`SearchHit.current`); never the memory tool's own calls and
+        results (:data:`SEARCH_SKIPS_TOOL`), nor turn ``skip_turn`` (the
+        turn running, which the model has whole). ``order`` is ``newest``
+        (newest first) or ``rank`` (best match first: bm25, then entry
+        number). At most ``limit`` hits after skipping ``offset``. ``marks``
+        surround the matched words in each snippet. No word gives no hit;
+        never raises for any text."""
+        query = fts_query(text, any_word=any_word)
+        kinds = tuple(k for k in kinds if k in ENTRY_KINDS)
+        if not query or not kinds:
             return []
         sql = ("SELECT e.conversation_id, c.title, t.number, e.number, e.kind, e.created_at,"
-               " snippet(entries_fts, 0, ?, ?, '…', 16), t.superseded_by"
+               " snippet(entries_fts, -1, ?, ?, '…', 16), t.superseded_by, e.tool_name, e.arguments,"
+               " bm25(entries_fts), e.tool_call_id"
                " FROM entries_fts JOIN entries e ON e.id = entries_fts.rowid"
                " JOIN conversations c ON c.id = e.conversation_id"
                " LEFT JOIN turns t ON t.id = e.turn_id"
-               " WHERE entries_fts MATCH ?")
-        params: list[Any] = [marks[0], marks[1], query]
+               f" WHERE entries_fts MATCH ? AND e.kind IN ({','.join('?' * len(kinds))})"
+               " AND COALESCE(e.tool_name, '') != ?")
+        params: list[Any] = [marks[0], marks[1], query, *kinds, SEARCH_SKIPS_TOOL]
         if conversation_id is not None:
             sql += " AND e.conversation_id = ?"
             params.append(conversation_id)
         if current_only:
             sql += " AND (t.superseded_by IS NULL)"
-        sql += " ORDER BY e.created_at DESC, e.id DESC LIMIT ?"
-        params.append(max(0, int(limit)))
+        if skip_turn is not None:
+            sql += " AND (t.number IS NULL OR t.number != ?)"
+            params.append(skip_turn)
+        if order == "rank":
+            sql += " ORDER BY bm25(entries_fts), e.conversation_id, e.number"
+        else:
+            sql += " ORDER BY e.created_at DESC, e.id DESC"
+        sql += " LIMIT ? OFFSET ?"
+        params += [max(0, int(limit)), max(0, int(offset))]
         try:
             rows = await self._all(sql, params)
         except sqlite3.OperationalError:  # an FTS5 query it still refuses: nothing found, never a crash
             return []
-        return [SearchHit(r[0], r[1], r[2], r[3], r[4], r[5], " ".join(str(r[6] or "").split()), r[7] is None)
+        return [SearchHit(r[0], r[1], r[2], r[3], r[4], r[5], " ".join(str(r[6] or "").split()), r[7] is None,
+                          r[7], r[8], _loads(r[9], None), float(r[10] or 0.0), r[11])
                 for r in rows]
 
     async def touch_conversation(self, conversation_id: int) -> None:

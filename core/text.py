@@ -15,15 +15,21 @@ Rules (issue "Nothing runs, leaks, hangs or is lost that shouldn't be"):
 - "Nothing crashes": a lone surrogate (``\\ud800``: a Python string can hold
   one; UTF-8 cannot) becomes U+FFFD through :func:`without_surrogates`
   before text reaches a parser, the store or a screen.
+- Search text is words, never syntax: :func:`fts_query` is the one rule that
+  turns what a person or a model typed into an SQLite FTS5 query (the
+  store's search of a conversation's record, and episodic memory's), and
+  :func:`folded_words` reads a line's words the way that query matches them.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import unicodedata
 from typing import Any, TextIO
 
-__all__ = ["terminal_safe", "TerminalText", "without_surrogates"]
+__all__ = ["terminal_safe", "TerminalText", "without_surrogates", "search_words", "fts_query", "fold",
+           "folded_words"]
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + "]")
@@ -94,3 +100,42 @@ class TerminalText(io.TextIOBase):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+#: A word of search text: a run of letters, digits or ``_`` (what FTS5's unicode61 tokenizer keeps, near enough).
+_SEARCH_WORD = re.compile(r"\w+")
+#: At most this many words of a search are used (a pasted paragraph is not a query).
+MAX_SEARCH_WORDS = 64
+
+
+def search_words(text: str | None) -> list[str]:
+    """The words of search text, in order (at most :data:`MAX_SEARCH_WORDS`):
+    runs of letters, digits and ``_``; everything else (quotes, ``*``, ``:``,
+    ``-``, parentheses, NUL) separates them."""
+    return _SEARCH_WORD.findall(str(text or ""))[:MAX_SEARCH_WORDS]
+
+
+def fts_query(text: str | None, *, prefix: bool = True, any_word: bool = False) -> str:
+    """Search text as an SQLite FTS5 query; ``""`` when it holds no word.
+
+    Each word (:func:`search_words`) becomes a quoted string, so FTS5's own
+    syntax (``AND``, ``OR``, ``NEAR``, ``:``, ``-``, ``*``, quotes) is read as
+    plain words and no text is a syntax error (SQLite FTS5 docs, "Full-text
+    Query Syntax": strings). With ``prefix`` each is a prefix term
+    (``"retr"*`` finds retry, retries); with ``any_word`` an entry need hold
+    only one of them (``OR``), else every one (FTS5's implicit ``AND``)."""
+    words = search_words(text)
+    star = "*" if prefix else ""
+    return (" OR " if any_word else " ").join('"' + w.replace('"', '""') + '"' + star for w in words)
+
+
+def fold(text: str) -> str:
+    """``text`` as FTS5's ``unicode61 remove_diacritics 2`` compares it:
+    case folded, accents removed (``Tökyo`` → ``tokyo``)."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+def folded_words(text: str) -> list[str]:
+    """The words of ``text`` (as :func:`search_words` reads them), folded (:func:`fold`)."""
+    return _SEARCH_WORD.findall(fold(text))

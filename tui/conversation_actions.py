@@ -320,8 +320,12 @@ class ConversationActions(Guarded):
         if not hits:
             return False
         if len(hits) == 1:
-            await self.jump_to(int(hits[0]["turn"]), str(hits[0]["kind"]))
-            self.status.confirm(f"found in turn {hits[0]['turn']}")  # type: ignore[attr-defined]
+            from .screens.search_results import jump_turn
+
+            turn = jump_turn(hits[0])
+            await self.jump_to(turn, str(hits[0]["kind"]))
+            where = f"turn {turn}" if turn == hits[0]["turn"] else f"an earlier version of turn {turn}"
+            self.status.confirm(f"found in {where}")  # type: ignore[attr-defined]
             return True
 
         async def picked(choice: str | None) -> None:
@@ -344,7 +348,7 @@ class ConversationActions(Guarded):
         # the chat shows a window of a long conversation: it jumps to the turn unless it is shown
         await self.show_turns_around(turn)  # type: ignore[attr-defined]
         widgets = list(chat.log_column.query(f".turn-{turn}"))
-        wanted = AssistantMessage if kind == "reply" else UserMessage
+        wanted = UserMessage if kind == "prompt" else AssistantMessage  # a tool call and output are in the reply
         target = next((w for w in widgets if isinstance(w, wanted)), widgets[0] if widgets else None)
         if target is None:
             await chat.add(Notice(f"Turn {turn} is not on the screen; /show turn {turn} shows it.", "warning"))

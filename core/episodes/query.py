@@ -20,12 +20,12 @@ aiosqlite connection (the CLI, the TUI, the model's verbs) or on a plain
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
+from ..text import fts_query as shared_fts_query
 from .dates import utc_text
 from .ids import format_memory_id
 
@@ -183,18 +183,16 @@ def _number(value: int) -> str:
     return text
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
 def fts_query(text: str) -> str:
     """Search words as an FTS5 query: every word must match (stemmed), in any
-    order. Words are quoted, so FTS syntax in the text (``OR``, ``*``,
-    ``:``, quotes) is read as plain words. Raises :class:`QueryError` when
-    the text holds no word."""
-    words = _WORD.findall(str(text or ""))
-    if not words:
+    order; the one quoting rule of :func:`wisp.core.text.fts_query` (words
+    quoted, so FTS syntax in the text, ``OR``, ``*``, ``:``, quotes, is read
+    as plain words), without prefixes, since porter stemming already joins
+    launch and launched. Raises :class:`QueryError` when the text holds no word."""
+    query = shared_fts_query(text, prefix=False)
+    if not query:
         raise QueryError('search needs at least one word, such as wisp memory search "website launch"')
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words[:64])
+    return query
 
 
 _MEM_COLS = (

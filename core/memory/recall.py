@@ -18,7 +18,9 @@ found by its byte offset (:meth:`wisp.core.audit.AuditLog.read`, through
 audit log is off, from the store's copy, and the header says so. When
 nothing matches, one line starting ``memory:`` says why and what there is.
 The current turn's entries are in the model's view whole, so a recall of
-them says so instead of repeating them.
+them says so instead of repeating them; but a page from a line (``recall
+entry N from line K``, what a marker of an entry sent cut names) is given,
+since that entry was not sent whole.
 
 Each function returns a :class:`Recalled`: the text and what the
 ``context.memory`` audit event records about it.
@@ -121,7 +123,9 @@ async def recall_entry(store: Any, audit: Any, conversation: int, target: Target
     got = await load_entry(store, audit, conversation, number)
     if got is None:
         return Recalled(f"memory: no entry {number}; {await _range(store, conversation)}", what, found=False)
-    if current_turn is not None and got.turn == current_turn:
+    if current_turn is not None and got.turn == current_turn and target.from_line is None:
+        # in view whole; a page from a line is asked for what the request had to send cut (a marker's
+        # "recall entry N from line K"), and is given
         earlier = await _earlier_entries(store, conversation, current_turn)
         return Recalled(f"memory: entry {number} is from this turn (turn {current_turn}), which is in view whole; "
                         f"{earlier}", what, found=False)
@@ -231,10 +235,37 @@ async def recall_fact(port: ModelNotes | None, conversation: int, name: str) -> 
     return Recalled(text, what, facts=vids, found=not text.startswith("memory:"))
 
 
+#: A summary line longer than this many characters is wrapped into lines of at most this many, so
+#: that a page of a summary written as one paragraph can end, and the next begin, within it.
+SUMMARY_LINE_CHARS = 400
+
+
+def summary_lines(text: str) -> list[str]:
+    """The running summary's lines as a recall numbers and pages them: its
+    own lines, each longer than :data:`SUMMARY_LINE_CHARS` wrapped at spaces
+    (a word longer than that is broken). Pure, so a ``from line K`` page
+    always starts where the page before it ended."""
+    import textwrap
+
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= SUMMARY_LINE_CHARS:
+            out.append(line)
+            continue
+        out.extend(textwrap.wrap(line, SUMMARY_LINE_CHARS, break_on_hyphens=False, drop_whitespace=True)
+                   or [""])
+    return out
+
+
 async def recall_summary(port: ModelNotes | None, conversation: int, version: int | None, *,
-                         budget_tokens: int) -> Recalled:
-    """``recall summary`` (the latest) or ``recall summary vN``."""
-    what = {"kind": "summary", "version": version}
+                         budget_tokens: int, from_line: int | None = None) -> Recalled:
+    """``recall summary`` (the latest) or ``recall summary vN``, whole when
+    it fits ``budget_tokens``; else paged like an entry: numbered lines
+    (:func:`summary_lines`), and a page that is not the last ends with
+    ``[more: memory "recall summary vN from line K"]``, which starts where
+    it ended (wisp-memory-tool.txt, "recall": a page that is not the last
+    names the next)."""
+    what = {"kind": "summary", "version": version, "from_line": from_line}
     versions = await port.summaries(conversation) if port is not None else []
     if not versions:
         return Recalled("memory: there is no running summary yet; every turn so far is in view or stands as "
@@ -244,13 +275,26 @@ async def recall_summary(port: ModelNotes | None, conversation: int, version: in
         return Recalled(f"memory: no summary v{version}; versions v1–v{versions[-1].version} exist", what,
                         found=False)
     from ..context.summary import turn_ranges
+    from ..tokens import estimate_tokens
 
     covers = turn_ranges(list(chosen.covers)) if chosen.covers else "no turns"
     when = local_time(chosen.created_at)
     head = (f"running summary v{chosen.version} of {len(versions)} (covers turns {covers}"
             f"{', at ' + when if when else ''}{', written by ' + chosen.model if chosen.model else ''}):")
     body = chosen.text
-    limit = max(200, budget_tokens * 4 - len(head) - 80)
-    if len(body) > limit:
-        body = body[:limit].rstrip() + f"… [cut at {limit:,} of {len(chosen.text):,} characters]"
-    return Recalled(f"{head}\n{body}\n{END}", what, summaries=[chosen.version])
+    room = max(1, budget_tokens - estimate_tokens(head) - 24)
+    if from_line is None and estimate_tokens(body) + 2 <= room:
+        return Recalled(f"{head}\n{body}\n{END}", what, summaries=[chosen.version])
+    lines = summary_lines(body)
+    start = from_line or 1
+    if start > max(1, len(lines)):
+        return Recalled(f"memory: summary v{chosen.version} has {len(lines):,} lines; line {start} is past its "
+                        f'end, so memory "recall summary v{chosen.version}" shows it from the start', what,
+                        found=False)
+    page = page_lines(lines, start, room)
+    out = [head, *page.lines]
+    if page.next_line is not None:
+        out.append(f'[more: memory "recall summary v{chosen.version} from line {page.next_line}"]')
+    else:
+        out.append(END)
+    return Recalled("\n".join(out), what, summaries=[chosen.version], next_line=page.next_line)

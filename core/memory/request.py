@@ -10,7 +10,14 @@ Rules (wisp-memory-tool.txt, "Arguments", "recall", "summarise", "condense",
 - A recall target is ``entry N``, ``turn N``, ``task``, ``fact NAME``,
   ``summary`` or ``summary vN``, or a memory reference ``MEM-000001``; a
   page after the first adds ``from line K`` (for a turn, ``from entry E`` or
-  ``from entry E line K``).
+  ``from entry E line K``; for the summary, ``from line K``).
+- Words that name no target are a search of the conversation's own record
+  (``recall port 8437``, ``recall gateway error``, bare ``port 8437``, or
+  ``search port 8437``): the reference says a request with no verb is a
+  recall, and a recall of words finds where they were said. Its next page
+  adds ``from hit K``. A request that starts like a target (``entry``,
+  ``turn`` without a number) stays an error saying how to write one, so a
+  target is never read as a search.
 - ``note SUBJECT NAME = VALUE``; also ``SUBJECT: NAME = VALUE`` and
   ``SUBJECT NAME: VALUE`` with no ``=``. Quotes around the value are dropped.
 - ``task THE TASK; objective: WHAT DONE LOOKS LIKE`` (also ``. Objective:``
@@ -33,6 +40,7 @@ from dataclasses import dataclass
 
 from ..context.facts import FactError
 from ..context.task import parse_task
+from ..text import search_words
 
 __all__ = [
     "SUBJECTS",
@@ -66,8 +74,8 @@ VERBS: dict[str, str] = {
 }
 
 _TASK_FORM = "error: write task THE TASK; objective: WHAT DONE LOOKS LIKE"
-_RECALL_FORM = ("error: write recall entry N, recall turn N, recall task, recall fact NAME or "
-                "recall summary, such as recall entry 7")
+_RECALL_FORM = ("error: write recall entry N, recall turn N, recall task, recall fact NAME, "
+                "recall summary, or recall WORDS to search for them, such as recall entry 7")
 _SUMMARISE_FORM = ("error: write summarise entry N (or summarise entry N overview), "
                    "such as summarise entry 7")
 _CONDENSE_FORM = "error: write condense entry N: QUESTION, such as condense entry 7: why did the link step fail"
@@ -88,6 +96,12 @@ _TASK_TARGET = re.compile(r"^(?:the\s+)?task\b\s*(.*)$", re.IGNORECASE)
 _MEM = re.compile(r"^\[?(MEM-\d{1,18})\]?\b\s*(.*)$", re.IGNORECASE)
 _FROM_LINE = re.compile(r"^(?:,\s*)?(?:from\s+)?(?:line|lines|l)\s*#?(\d{1,12})(?:\s*[-–]\s*\d{1,12})?\s*$",
                         re.IGNORECASE)
+#: The words of a search, and the first hit of a later page (``port 8437 from hit 4``).
+_SEARCH = re.compile(r"^(.*?)\s*,?\s*\bfrom\s+hit\s*#?(\d{1,9})\s*$", re.IGNORECASE)
+#: Words that start a search as its verb (``search port 8437``).
+SEARCH_VERBS = ("search", "find", "grep")
+#: A request whose first word is one of these means a target: without its number it is an error, not a search.
+_TARGET_WORDS = ("entry", "entries", "turn", "turns")
 _FROM_ENTRY = re.compile(rf"^(?:,\s*)?from\s+entry\s*{_NUMBER}(?:\s*,?\s*(?:from\s+)?line\s*#?(\d{{1,12}}))?\s*$",
                          re.IGNORECASE)
 
@@ -107,12 +121,14 @@ class Target:
     """What a recall, summarise or condense is about.
 
     ``kind`` is ``entry``, ``turn``, ``task``, ``fact``, ``summary``,
-    ``output`` (a stored output named by its id) or ``episode`` (a memory
-    ``MEM-000001``). ``number`` is the entry, turn or summary version
-    (``None`` for the latest summary); ``name`` the fact's name, the
-    output's id or the memory reference; ``from_line`` the first line of the
+    ``output`` (a stored output named by its id), ``episode`` (a memory
+    ``MEM-000001``) or ``search`` (words of the conversation's record).
+    ``number`` is the entry, turn or summary version (``None`` for the
+    latest summary); ``name`` the fact's name, the output's id, the memory
+    reference or the search's words; ``from_line`` the first line of the
     page (1-based, ``None`` for the first page); ``from_entry`` the first
-    entry of a turn's page.
+    entry of a turn's page; ``from_hit`` the first hit of a search's page
+    (1-based, ``None`` for the first).
     """
 
     kind: str
@@ -120,6 +136,7 @@ class Target:
     name: str | None = None
     from_line: int | None = None
     from_entry: int | None = None
+    from_hit: int | None = None
 
     def phrase(self) -> str:
         """The target as a request writes it (``entry 4``, ``fact ci``)."""
@@ -131,7 +148,7 @@ class Target:
             return f"fact {self.name}"
         if self.kind in ("output",):
             return f"output {self.name}"
-        if self.kind == "episode":
+        if self.kind in ("episode", "search"):
             return str(self.name)
         return self.kind
 
@@ -207,12 +224,15 @@ def _parse(text: str, subjects: tuple[str, ...]) -> Request:
     if first.endswith(":") or rest.startswith(":"):
         rest = rest.lstrip(": ").strip()
     verb = VERBS.get(word)
+    if verb is None and word in SEARCH_VERBS and rest:
+        return Request("recall", raw, target=_search_target(rest))
     if verb is None:
         # No verb: a recall of the whole request ("entry 7").
         try:
             return Request("recall", raw, target=_recall_target(cleaned))
         except RequestError:
-            if _ENTRY.match(cleaned) or _TURN.match(cleaned) or _BARE_NUMBER.match(cleaned):
+            if _ENTRY.match(cleaned) or _TURN.match(cleaned) or word in _TARGET_WORDS \
+                    or not search_words(cleaned):
                 raise
             raise RequestError(f"error: {first!r} is not a verb of memory; start with recall, note, task, "
                                f"summarise, condense or memories, such as {RECALL_EXAMPLE} or "
@@ -251,12 +271,21 @@ def _recall_target(text: str) -> Target:
     t = text.strip().strip(".?!").strip()
     if not t:
         raise RequestError(_RECALL_FORM)
+    first, _, rest = t.partition(" ")
+    if first.lower() in SEARCH_VERBS and rest.strip():  # "recall search port 8437"
+        return _search_target(rest)
     m = _MEM.match(t)
     if m and not m.group(2):
         return Target("episode", name=m.group(1).upper())
-    m = _ENTRY.match(t) or _BARE_NUMBER.match(t) or _OUTPUT_NUMBER.match(t)
+    m = _ENTRY.match(t) or _OUTPUT_NUMBER.match(t)
     if m:
         return Target("entry", number=int(m.group(1)), from_line=_from_line(m.group(2)))
+    m = _BARE_NUMBER.match(t)
+    if m:  # "7" alone is entry 7, "7 from line 60" its next page; "8437 port" is words to look for
+        tail = m.group(2).strip()
+        if not tail or _FROM_LINE.match(tail):
+            return Target("entry", number=int(m.group(1)), from_line=_from_line(tail))
+        return _search_target(t)
     m = _TURN.match(t)
     if m:
         tail = m.group(2).strip()
@@ -273,9 +302,11 @@ def _recall_target(text: str) -> Target:
         return Target("output", name=m.group(1).lower(), from_line=_from_line(m.group(2)))
     m = _SUMMARY.match(t)
     if m:
-        if m.group(2).strip():
-            raise RequestError("error: write recall summary, or recall summary v2 for an earlier version")
-        return Target("summary", number=int(m.group(1)) if m.group(1) else None)
+        tail = m.group(2).strip()
+        if tail and not _FROM_LINE.match(tail):
+            raise RequestError("error: write recall summary, or recall summary v2 for an earlier version "
+                               "(recall summary v2 from line K for its next page)")
+        return Target("summary", number=int(m.group(1)) if m.group(1) else None, from_line=_from_line(tail))
     m = _TASK_TARGET.match(t)
     if m and not m.group(1).strip():
         return Target("task")
@@ -285,7 +316,22 @@ def _recall_target(text: str) -> Target:
         if not name:
             raise RequestError("error: say which fact, such as recall fact codename")
         return Target("fact", name=name)
-    raise RequestError(_RECALL_FORM)
+    if t.split(maxsplit=1)[0].lower().rstrip(":,.;") in _TARGET_WORDS:
+        raise RequestError(_RECALL_FORM)  # "entry seven": a target written wrong, not words to look for
+    return _search_target(t)
+
+
+def _search_target(text: str) -> Target:
+    """A search of ``text``'s words (``… from hit K`` names a later page).
+    Raises :class:`RequestError` when it holds no word to look for."""
+    t = _strip_quotes(text.strip().strip(".?!").strip())
+    m = _SEARCH.match(t)
+    from_hit = None
+    if m and search_words(m.group(1)):
+        t, from_hit = _strip_quotes(m.group(1)), max(1, int(m.group(2)))
+    if not search_words(t):
+        raise RequestError(_RECALL_FORM)
+    return Target("search", name=t, from_hit=from_hit)
 
 
 def _from_line(tail: str) -> int | None:

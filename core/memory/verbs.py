@@ -2,7 +2,8 @@
 
 One text argument, ``request``, whose first word is the verb (see
 :mod:`.request`): ``recall`` (entries, turns, the task, facts, the running
-summary), ``note``/``remember``, ``task``, ``summarise`` (exact readers, no
+summary, and words that name none of them: a search of the conversation's
+record, :mod:`.search`), ``note``/``remember``, ``task``, ``summarise`` (exact readers, no
 model), ``condense`` (the conversation's own model, chunk by chunk), and the
 episodic ``memories`` / ``recall MEM-000001`` (issue "Episodic memory",
 :mod:`wisp.core.episodes.tool_verbs`).
@@ -180,12 +181,17 @@ class Memory:
                 r.target["output"] = target.name
         elif target.kind == "turn":
             r = await rc.recall_turn(b.store, b.audit, conv, target, current_turn=turn, budget_tokens=budget)
+        elif target.kind == "search":
+            from .search import search
+
+            r = await search(b.store, b.audit, conv, target, current_turn=turn, budget_tokens=budget)
         elif target.kind == "task":
             r = await rc.recall_task(b.notes, conv)
         elif target.kind == "fact":
             r = await rc.recall_fact(b.notes, conv, target.name or "")
         else:
-            r = await rc.recall_summary(b.notes, conv, target.number, budget_tokens=budget)
+            r = await rc.recall_summary(b.notes, conv, target.number, budget_tokens=budget,
+                                        from_line=target.from_line)
         event.update(target=r.target, entries=r.entries, facts=r.facts, summary_versions=r.summaries,
                      audit_events=r.audit_events, source=r.source, filter=None, found=r.found)
         if r.next_line is not None:

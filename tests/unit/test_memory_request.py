@@ -108,7 +108,7 @@ def test_memories_verb() -> None:
     assert req.verb == "memories" and req.query == "website launch since 7d"
 
 
-@pytest.mark.parametrize("text", ["", "   ", "recall", "recall entry", "recall the weather", "entry seven",
+@pytest.mark.parametrize("text", ["", "   ", "recall", "recall entry", "recall ???", "entry seven",
                                   "recall entry 4 from line sixty", "summarise", "summarise entry 7 loudly",
                                   "recall fact", "recall turn 3 sideways"])
 def test_malformed_requests_get_one_error_line(text: str) -> None:
@@ -144,13 +144,18 @@ def test_no_request_made_of_the_verbs_words_raises(text: str) -> None:
         assert exc.line.startswith(("error: ", "memory: "))
 
 
-def test_an_unknown_verb_names_every_verb() -> None:
-    """QA: `frobnicate x` was answered with the recall forms only."""
-    from wisp.core.memory.request import RequestError, parse_request
+async def test_an_unknown_verb_is_a_search_whose_nothing_found_names_every_verb(tmp_path) -> None:
+    """QA: `frobnicate x` was answered with the recall forms only. A request with no verb is a recall
+    (wisp-memory-tool.txt, "Arguments"), so words that name no target are a search now; when it finds
+    nothing, its one line still names every verb."""
+    from tests.support.memory_harness import make_harness
 
-    with pytest.raises(RequestError) as e:
-        parse_request("frobnicate x", ("task", "decision", "preference", "entity", "tests", "workdir", "branch"))
-    line = str(e.value)
-    assert line.startswith("error: 'frobnicate' is not a verb of memory")
+    req = parse_request("frobnicate x", ("task", "decision", "preference", "entity", "tests", "workdir", "branch"))
+    assert (req.verb, req.target) == ("recall", Target("search", name="frobnicate x"))
+    h = await make_harness(tmp_path)
+    await h.begin()
+    line = await h.ask("frobnicate x")
+    await h.close()
+    assert line.startswith('memory: nothing in this conversation before this turn holds "frobnicate x"')
     for verb in ("recall", "note", "task", "summarise", "condense", "memories"):
         assert verb in line

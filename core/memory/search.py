@@ -1,0 +1,260 @@
+"""Search: words looked for in this conversation's own record, for the model (wisp-memory-tool.txt, "recall").
+
+The reference document says a request with no verb is a recall; a recall
+of words that name no target (``recall port 8437``, ``recall gateway
+error``, bare ``port 8437``) finds where they were said. It searches the
+store's full-text index (SQLite FTS5, :meth:`wisp.core.store.Store.search`,
+the same index and rules as the person's ``/search``): prompts, replies,
+tool calls with their arguments, tool outputs, and the earlier versions of
+turns a ``/retry`` or ``/edit`` replaced (marked as such). The running
+turn is left out (the model has it whole), and so are the memory tool's
+own calls and results (a search would find itself).
+
+Ranking is bm25, the best match first. Every word must match (as a word
+prefix, any case, accents ignored); when no entry holds every word, the
+entries holding some of them are given, best first, and the header says so.
+Small words (``the``, ``what``, ``did``) are dropped from the query when
+other words remain, so a question's own words make a search.
+
+Each hit names its entry, its turn and what it was, then its matching lines
+with one line either side, in the numbering ``recall entry N from line K``
+uses (:mod:`.paging`: ``K<TAB>text``, a read_file line keeping its own
+number after it), so that a recall from that line lands on it::
+
+    search "port 8437": best match first, hits 1–2
+    entry 7, turn 3: the person's prompt
+    2	We moved the service last week.
+    3	The service listens on port 8437.
+    4	Keep that in mind.
+    entry 12, turn 5: read_file of service.toml
+    …
+    [more: memory "recall port 8437 from hit 3"]
+
+A page holds the hits that fit the token budget (always at least one); a
+page that is not the last ends with the ``[more: …]`` line of the next.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..text import fold, folded_words, search_words
+from ..tokens import estimate_tokens
+from .paging import EOF_MARK, split_stored_lines
+from .recall import END, Recalled, _call_arguments, _range, _source_word, load_entry
+from .request import Target
+
+__all__ = ["search", "query_words", "describe_hit", "matching_lines", "STOP_WORDS", "MAX_LINES_PER_HIT",
+           "LINE_CHARS", "MAX_HITS", "more_request"]
+
+#: Words dropped from a search when other words remain (what a question is made of, not what it asks about).
+STOP_WORDS = frozenset("""
+a an and are as at be been by can could did do does for from had has have how i in into is it its me my
+of on or our please recall search show tell that the their them then there these this those to us was we
+were what when where which who why will with would you your about any
+""".split())
+#: Matching lines shown per hit, each with one line either side.
+MAX_LINES_PER_HIT = 3
+#: A shown line longer than this many characters is shown around its match.
+LINE_CHARS = 240
+#: Hits one page reads at most (a page shows those of them that fit its budget).
+MAX_HITS = 12
+#: The argument a tool call is named by, in this order (else its first text argument).
+_ARG_KEYS = ("path", "command", "request", "query", "url", "name", "file")
+
+
+def query_words(text: str) -> list[str]:
+    """The words a search looks for: those of ``text``
+    (:func:`wisp.core.text.search_words`), without :data:`STOP_WORDS`
+    unless nothing else is left."""
+    words = search_words(text)
+    kept = [w for w in words if fold(w) not in STOP_WORDS]
+    return kept or words
+
+
+def _argument(arguments: Any) -> str | None:
+    """The argument a call is named by: ``service.toml``, ``"pytest -q"``."""
+    if not isinstance(arguments, dict) or not arguments:
+        return None
+    value = next((arguments[k] for k in _ARG_KEYS if isinstance(arguments.get(k), str)), None)
+    if value is None:
+        value = next((v for v in arguments.values() if isinstance(v, str)), None)
+    if value is None:
+        return None
+    value = " ".join(value.split())
+    if len(value) > 80:
+        value = value[:79] + "…"
+    return value if value and not re.search(r"\s", value) and '"' not in value else json.dumps(value,
+                                                                                            ensure_ascii=False)
+
+
+def describe_hit(kind: str, tool_name: str | None, arguments: Any) -> str:
+    """What an entry was, for a hit: ``the person's prompt``, ``your reply``,
+    ``read_file of service.toml`` (an output), ``run_command call of
+    "pytest -q"`` (a call)."""
+    if kind == "prompt":
+        return "the person's prompt"
+    if kind == "reply":
+        return "your reply"
+    tool = tool_name or "a tool"
+    arg = _argument(arguments)
+    what = f"{tool} call" if kind == "tool_call" else tool
+    return f"{what} of {arg}" if arg else (what if kind == "tool_call" else f"{tool} output")
+
+
+def _matches(line: str, words: list[str]) -> set[str]:
+    """The query ``words`` (folded) that begin a word of ``line``."""
+    if not line:
+        return set()
+    have = folded_words(line)
+    return {w for w in words if any(h.startswith(w) for h in have)}
+
+
+def matching_lines(lines: list[str], words: list[str], limit: int = MAX_LINES_PER_HIT) -> list[int]:
+    """The 1-based numbers of the (at most ``limit``) lines of ``lines``
+    that hold the most of ``words`` (folded), in line order; the first line
+    when none holds any (the entry matched on its tool's name or
+    arguments)."""
+    folded = [fold(w) for w in words]
+    scored = []
+    for k, line in enumerate(lines, 1):
+        found = _matches(line[:20000], folded)
+        if found:
+            scored.append((-len(found), k))
+    if not scored:
+        return [1] if lines else []
+    best = sorted(scored)[:limit]
+    return sorted(k for _, k in best)
+
+
+def _excerpt(number: int, line: str, words: list[str]) -> str:
+    """Line ``number`` as a hit shows it: ``K<TAB>text`` (a line that already
+    starts with its number and a tab, read_file's, as it is), a long line
+    cut to :data:`LINE_CHARS` characters around its first match."""
+    prefix = f"{number}\t"
+    if len(line) > LINE_CHARS:
+        low = line.lower()
+        at = min((p for p in (low.find(w.lower()) for w in words) if p >= 0), default=0)
+        start = max(0, at - LINE_CHARS // 3)
+        end = min(len(line), start + LINE_CHARS)
+        line = ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "") + \
+            f" [line {number}: {len(line):,} characters]"
+        return prefix + line
+    return line if line.startswith(prefix) else prefix + line
+
+
+def _hit_lines(lines: list[str], words: list[str], max_lines: int, around: int) -> list[str]:
+    """The shown lines of one hit: each matching line with ``around`` lines
+    either side, runs merged, ``…`` between runs that are apart."""
+    keep: set[int] = set()
+    for k in matching_lines(lines, words, max_lines):
+        keep |= set(range(max(1, k - around), min(len(lines), k + around) + 1))
+    out: list[str] = []
+    last = 0
+    for k in sorted(keep):
+        if last and k > last + 1:
+            out.append("…")
+        shown = lines[k - 1]
+        out.append(shown if k == len(lines) and shown == EOF_MARK else _excerpt(k, shown, words))
+        last = k
+    return out
+
+
+def more_request(words: str, from_hit: int) -> str:
+    """The request of the page from hit ``from_hit``: ``recall WORDS from hit
+    K``, or ``search WORDS from hit K`` when the words would read as a
+    target after recall (``fact x``)."""
+    from .request import RequestError, parse_request
+
+    request = f"recall {words} from hit {from_hit}"
+    try:
+        target = parse_request(request).target
+    except RequestError:
+        target = None
+    if target is not None and target.kind == "search" and target.from_hit == from_hit:
+        return request
+    return f"search {words} from hit {from_hit}"
+
+
+async def search(store: Any, audit: Any, conversation: int, target: Target, *, current_turn: int | None,
+                 budget_tokens: int) -> Recalled:
+    """The page of hits for ``target`` (kind ``search``: its words in
+    ``name``, the first hit of the page in ``from_hit``) within
+    ``budget_tokens`` (see the module doc)."""
+    asked = " ".join(search_words(target.name or ""))
+    words = query_words(asked)
+    text = " ".join(words)
+    start = target.from_hit or 1
+    what: dict[str, Any] = {"kind": "search", "words": asked, "query": text, "from_hit": start}
+    common = dict(conversation_id=conversation, order="rank", skip_turn=current_turn)
+    any_word = not await store.search(text, limit=1, **common)
+    what["any_word"] = any_word
+    hits = await store.search(text, limit=MAX_HITS + 1, offset=start - 1, any_word=any_word, **common)
+    if not hits:
+        r = Recalled("", what, found=False)
+        if start > 1:
+            r.text = (f'memory: the search for "{asked}" has fewer than {start} hits; '
+                      f'memory "recall {asked}" shows the first of them')
+        else:
+            before = " before this turn" if current_turn is not None else ""
+            r.text = (f'memory: nothing in this conversation{before} holds "{asked}" (prompts, replies, tool '
+                      f"calls and outputs were searched); {await _range(store, conversation)}; a recall names "
+                      "entry N, turn N, task, fact NAME or summary, and other verbs are note, task, summarise, "
+                      "condense and memories")
+        return r
+    how = ("no entry holds every word; entries holding some of them, best match first" if any_word
+           else "best match first")
+    r = Recalled("", what)
+    blocks: list[list[str]] = []
+    used = estimate_tokens(f'search "{asked}": {how}, hits {start}–{start + MAX_HITS}') + 20
+    next_hit: int | None = None
+    for i, hit in enumerate(hits[:MAX_HITS]):
+        got = await load_entry(store, audit, conversation, hit.entry)
+        content = got.content if got is not None else ""
+        lines = split_stored_lines(content)
+        arguments = hit.arguments
+        extra = ""
+        if got is not None and hit.kind == "tool_result":
+            arguments = await _call_arguments(store, conversation, got.entry)
+        elif got is not None and hit.kind == "tool_call" and got.entry.turn_id is not None:
+            out = next((e.number for e in await store.entries(conversation, got.entry.turn_id)
+                        if e.kind == "tool_result" and e.tool_call_id == hit.tool_call_id), None)
+            extra = f" (its output: entry {out})" if out is not None else ""
+        where = f", turn {hit.turn}" if hit.turn is not None else ""
+        if not hit.current:
+            where += f", an earlier version (turn {hit.superseded_by} asked it again)"
+        head = f"entry {hit.entry}{where}: {describe_hit(hit.kind, hit.tool_name, arguments)}{extra}"
+        block: list[str] = []
+        for max_lines, around in ((MAX_LINES_PER_HIT, 1), (1, 1), (1, 0)):
+            block = [head, *_hit_lines(lines, words, max_lines, around)]
+            cost = sum(estimate_tokens(x) + 1 for x in block)
+            if used + cost <= budget_tokens:
+                break
+        cost = sum(estimate_tokens(x) + 1 for x in block)
+        if blocks and used + cost > budget_tokens:
+            next_hit = start + i
+            break
+        blocks.append(block)
+        used += cost
+        r.entries.append(hit.entry)
+        if got is not None:
+            r.sources.append(_source_word(got.source))
+            if got.source.endswith("audit log") and got.entry.audit_event_id:
+                r.audit_events.append(got.entry.audit_event_id)
+    else:
+        if len(hits) > MAX_HITS:
+            next_hit = start + MAX_HITS
+    shown = len(blocks)
+    span = f"hit {start}" if shown == 1 else f"hits {start}–{start + shown - 1}"
+    out = [f'search "{asked}": {how}, {span}']
+    for block in blocks:
+        out.extend(block)
+    if next_hit is not None:
+        out.append(f'[more: memory "{more_request(asked, next_hit)}"]')
+        what["next_hit"] = next_hit
+    else:
+        out.append(END)
+    r.text = "\n".join(out)
+    return r
