@@ -79,9 +79,12 @@ CONTEXT_RULE = (
 #: The rule only a conversation with the memory tool gets (wisp-memory-tool.txt,
 #: "When a conversation has it"); its last sentence names the episodic verbs, which the
 #: tool's own guide (the reference's words) does not, so that a model can find earlier
-#: conversations' memories (enso-episodic-memory.txt, "Recall when relevant").
+#: conversations' memories (enso-episodic-memory.txt, "Recall when relevant"), and it names the search of
+#: this conversation (a request with no target: wisp-memory-tool.txt, "a request with no verb is a recall")
+#: in eight words, so that what fell out of the window can be found by what it said.
 MEMORY_RULE = (
     'This conversation has a memory tool: "recall entry N" shows an output a reference stands for, '
+    '"recall port 8437" searches this conversation, '
     '"note SUBJECT NAME = VALUE" keeps a fact, "memories WORDS" searches earlier conversations.'
 )
 #: The value a fact had before its current version is shown up to this many characters.
@@ -459,6 +462,17 @@ def build(inp: ComposeInputs) -> ComposedContext:
 
 #: Tokens an output or a prompt keeps at least when cut to fit (its head and tail stay readable).
 MIN_OUTPUT_TOKENS = 200
+#: The memory tool's name: what it returned in the current turn is never a reference (:func:`fit_current`).
+MEMORY_TOOL = "memory"
+#: Tokens a memory result of the current turn keeps at least when paged to fit: a few lines and the
+#: ``[more: …]`` line that continues it, so that it can stay when no reference may stand for it.
+MIN_MEMORY_PAGE_TOKENS = 32
+
+
+def _least(entry: Any) -> int:
+    """Tokens an entry of the current turn keeps at least when cut (:func:`fit_current`)."""
+    return MIN_MEMORY_PAGE_TOKENS if entry.kind == "tool_result" and entry.tool_name == MEMORY_TOOL \
+        else MIN_OUTPUT_TOKENS
 #: The kinds of entry of the current turn that may be cut to fit: what the person pasted and what tools returned.
 CUTTABLE = ("tool_result", "prompt")
 
@@ -514,8 +528,11 @@ def fit_current(entries: list[Any], room: int, ratio: float, flags: ToolFlags,
         return entries, []
     refs: dict[int, str] = {}
     outputs = [e for e in big if e.kind == "tool_result"]
-    for e in outputs[:-1]:  # oldest first; the newest, which the model has not seen yet, is cut rather than referred to
-        need = sum(min(sizes[x.number], MIN_OUTPUT_TOKENS) for x in big if x.number not in refs) + \
+    # oldest first; the newest, which the model has not seen yet, is cut rather than referred to, and so is
+    # what the memory tool returned: a recall is whole in its own turn, or paged (wisp-memory-tool.txt, "After
+    # its turn"), never a reference that names the recall again
+    for e in [x for x in outputs[:-1] if x.tool_name != MEMORY_TOOL]:
+        need = sum(min(sizes[x.number], _least(x)) for x in big if x.number not in refs) + \
             sum(_count_text(t, ratio) for t in refs.values())
         if need <= for_big:
             break
@@ -523,7 +540,7 @@ def fit_current(entries: list[Any], room: int, ratio: float, flags: ToolFlags,
                                         content=e.content or "", meta=e.meta,
                                         read_only=flags.read_only.get(e.tool_name or ""))
     left = [e for e in big if e.number not in refs]
-    for_left = max(MIN_OUTPUT_TOKENS * max(1, len(left)),
+    for_left = max(sum(_least(e) for e in left) or MIN_OUTPUT_TOKENS,
                    for_big - sum(_count_text(t, ratio) for t in refs.values()))
     total = sum(sizes[e.number] for e in left)
     out: list[Any] = []
@@ -536,7 +553,7 @@ def fit_current(entries: list[Any], room: int, ratio: float, flags: ToolFlags,
         if e.kind not in CUTTABLE or total <= for_left:
             out.append(e)
             continue
-        share = max(MIN_OUTPUT_TOKENS, int(for_left * sizes[e.number] / max(1, total)))
+        share = max(_least(e), int(for_left * sizes[e.number] / max(1, total)))
         if sizes[e.number] <= share:
             out.append(e)
             continue
@@ -561,6 +578,10 @@ def _cut_entry(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
     content = entry.content or ""
     chars = max(200, int(tokens * chars_per_token(content) / (ratio or 1.0)) - 200)  # room for the marker
     lines = content.split("\n")
+    if entry.kind == "tool_result" and entry.tool_name == MEMORY_TOOL and flags.has_memory:
+        # room for its [more: …] line alone (about 50 characters)
+        return _page_memory_result(entry.number, lines,
+                                   max(80, int(tokens * chars_per_token(content) / (ratio or 1.0)) - 60))
     head: list[str] = []
     used = 0
     for line in lines:
@@ -587,6 +608,24 @@ def _cut_entry(entry: Any, tokens: int, ratio: float, flags: ToolFlags) -> str:
     marker = (f"\n[characters {h + 1:,}-{len(content) - t:,} of {len(content):,} of entry {entry.number} ({what}) "
               f"are left out so the request fits the model's window; {_how_to_see(entry, flags, 1)}]\n")
     return content[:h] + marker + content[len(content) - t:]
+
+
+def _page_memory_result(number: int, lines: list[str], chars: int) -> str:
+    """A memory result of the current turn cut to its first whole lines
+    within ``chars`` characters (at least one), ending with the line that
+    continues exactly where it stopped, ``[more: memory "recall entry N from
+    line K"]`` in the result's own numbering (every cut recall ends with a
+    ``[more: …]`` line: wisp-memory-tool.txt, "recall")."""
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if kept and used + len(line) + 1 > chars:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    if len(kept) == len(lines):
+        return "\n".join(lines)
+    return "\n".join([*kept, f'[more: memory "recall entry {number} from line {len(kept) + 1}"]'])
 
 
 class Composer:
