@@ -109,6 +109,9 @@ _REQUEST_START = re.compile(
     r"^(?:please\s+)?(?:read|run|show|open|list|explain|tell|summari[sz]e|sum up|check|look|find|search|write|"
     r"fix|add|give|help|print|try|go|carry on|continue|next|ok(?:ay)?|thanks?|thank you|hi|hello|hey|great|"
     r"good|sure|yes|no|now|then|so|and|also|let'?s see|can you|could you|would you|please)\b", re.IGNORECASE)
+#: A request phrased as a suggestion (``Let's see what make build says.``, ``Let's look at x first.``).
+_LOOK_START = re.compile(r"^(?:ok(?:ay)?,?\s+|so,?\s+|now,?\s+)?let'?s (?:see|look|check|try|run|read|open|start|have a look|"
+                         r"find out|figure out|take a look|dig|go through)\b", re.IGNORECASE)
 #: A value worth keeping: a number of two digits or more, or with a unit or separator (port 8437, 02:30,
 #: 2.4.0, 12 workers), an identifier mixing letters with digits or separators (bravo-3.internal, AUTH-401,
 #: src/app.py), a quoted text, or a name capitalised inside the sentence.
@@ -184,6 +187,8 @@ def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
         if len(s) < MIN_CHARS or len(words) > MAX_STATEMENT_WORDS or any(len(w) > MAX_WORD_CHARS for w in words):
             continue
         if s.endswith("?") or _QUESTION_START.match(s):
+            continue
+        if _LOOK_START.match(s):  # "Let's see what the build says": a request, however it starts
             continue
         marked = bool(DECISION.search(s) or NAMING.search(s) or CORRECTION.search(s) or REMEMBER.search(s)
                       or DECIDED.search(s) or _RULE_START.match(s))

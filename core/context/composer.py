@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .facts import Fact, FactBook
-from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges, turns_named
+from .summary import STATEMENTS_SHARE, SummaryBook, SummaryVersion, summary_layer_text, turn_ranges, turns_named
 from .task import task_visible
 from ..tokens import MESSAGE_OVERHEAD, chars_per_token, estimate_messages, estimate_tokens
 from .references import reference_text
@@ -90,7 +90,14 @@ MEMORY_RULE = (
 #: The value a fact had before its current version is shown up to this many characters.
 PREVIOUS_CHARS = 200
 #: The summary layer's list of references takes at most this share of the budget.
-REF_INDEX_SHARE = 0.25
+REF_INDEX_SHARE = 0.2
+#: The whole summary layer (the summary, wisp's part, the person's statements and the references)
+#: takes at most this share of the budget: past it the references go to their index and then the
+#: summary's oldest part is not shown (:func:`~wisp.core.context.summary.summary_layer_text`), so
+#: that no version can crowd out the facts, the task and the current turn.
+SUMMARY_LAYER_SHARE = 0.45
+#: The summary layer keeps at least this share of the budget however full the other layers are.
+MIN_SUMMARY_SHARE = 0.08
 #: When turns must leave the window, enough of them leave for the request to
 #: use at most this share of its budget: the next turns then fit without
 #: another running summary (one side call every few turns, not every turn),
@@ -343,8 +350,25 @@ def build(inp: ComposeInputs) -> ComposedContext:
     facts_text = facts_layer_text(inp.facts, inp.flags)
     task = inp.task if task_visible(inp.task, inp.turn) else None
     task_text = task_layer_text(task)
-    ref_cap = int(budget * REF_INDEX_SHARE) if budget else None
-    summary_text, listed_refs = summary_layer_text(inp.summary, inp.flags, max_ref_tokens=ref_cap)
+    # the caps are shares of the budget as the server counts it (wisp's estimate times the ratio); the
+    # summary layer also gives way to the layers no turn can free and to the current turn's share, so
+    # that a request always fits while the summary shrinks (its oldest part first)
+    ref_cap = int(budget * REF_INDEX_SHARE / ratio) if budget else None
+    layer_cap = None
+    if budget:
+        tools_tokens = _count_text((inp.tool_layer or ("", json.dumps(inp.tools, ensure_ascii=False)))[1], ratio) \
+            if inp.tools else 0
+        others = sum(_count_text(t, ratio) for t in (rules_text, instr_text, facts_text, task_text)) + tools_tokens
+        current_tokens = 0
+        if inp.current is not None:
+            current_tokens = _count_messages(render_turn(inp.current[0], inp.current[1], inp.flags, whole=True)[0],
+                                             ratio)
+        room = budget - others - min(current_tokens, int(budget * CURRENT_SHARE)) - int(budget * 0.05)
+        share = int(budget * SUMMARY_LAYER_SHARE)
+        layer_cap = int(max(min(share, room), int(budget * MIN_SUMMARY_SHARE)) / ratio)
+    summary_text, listed_refs = summary_layer_text(
+        inp.summary, inp.flags, max_ref_tokens=ref_cap, max_tokens=layer_cap,
+        max_statement_tokens=int(budget * STATEMENTS_SHARE / ratio) if budget else None)
 
     sections = [("system", rules_text), ("instructions", instr_text), ("facts", facts_text),
                 ("task", task_text), ("summary", summary_text)]

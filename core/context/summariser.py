@@ -47,11 +47,13 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..sidecall import SideCall, SideCallError, read_json_object
-from ..statements import person_statements, statement_strength
+from ..statements import person_statements
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
 from .support import support
-from .summary import SummaryBook, SummaryVersion, summary_layer_text, turn_ranges
+from .summary import (SummaryBook, SummaryVersion, summary_layer_text, turn_ranges, STATEMENTS_HEAD as _STATEMENTS_HEAD,
+                      OLD_STATEMENTS_HEADS as _OLD_STATEMENTS_HEADS, newest_within as _newest_within,
+                      surest_newest_within as _surest_newest_within)
 from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .turns import OutputRef, ToolFlags, transcript, turn_outputs
 
@@ -62,7 +64,7 @@ __all__ = ["Summariser", "SummaryOutcome", "SummaryDraft", "SUMMARY_RULES", "SUM
 SUMMARY_SHARE = 0.12
 #: The model's part of a summary is cut to this share of the budget (tokens): beside it go wisp's
 #: own part and the person's statements, each with its own share.
-MODEL_PART_SHARE = 0.15
+MODEL_PART_SHARE = 0.10
 #: A summary longer than this share of the budget (tokens) is cut by wisp: it would not free the room.
 SUMMARY_CAP_SHARE = 0.3
 #: wisp's estimate may exceed the endpoint's count of the same text by this factor before
@@ -227,17 +229,14 @@ def turn_items(entries: list[Any]) -> set[Item]:
 
 
 
-#: The person's statements kept beside a summary take at most this share of the budget (tokens),
-#: the newest first: the floor no model's summary can lower.
-STATEMENTS_SHARE = 0.12
+#: At most this many of the person's statements are stored with a version (the newest; the sure ones
+#: first): what a request shows of them is capped when it is composed (summary.STATEMENTS_SHARE).
+MAX_STORED_STATEMENTS = 160
 #: wisp's own part of a summary (what the person asked, the identifiers the model left out) takes at
 #: most this share of the budget (tokens), the newest turns first.
-OWN_PART_SHARE = 0.15
+OWN_PART_SHARE = 0.10
 #: A turn's ``the person asked "…"`` line quotes at most this many characters of the prompt.
 ASKED_CHARS = 100
-_STATEMENTS_HEAD = "What the person stated, kept by wisp (turn, entry):"
-#: The head older versions wrote over the same list (read back so that a later version keeps it).
-_OLD_STATEMENTS_HEADS = ("The person's own words, kept by wisp:",)
 _SOURCE_LINE = re.compile(r"^- turn (\d+), entry (\d+): (.+)$")
 
 
@@ -320,41 +319,6 @@ def person_asked(turn: int, entries: list[Any], words: int = 12) -> str:
     return f'{where}: the person asked "{text}"'
 
 
-def _newest_within(lines: list[str], tokens: int | None) -> tuple[list[str], int]:
-    """The newest of ``lines`` (oldest first) whose estimates fit ``tokens``
-    (all of them for ``None``), oldest first, and how many were left out."""
-    if tokens is None:
-        return lines, 0
-    kept: list[str] = []
-    used = 0
-    for line in reversed(lines):
-        cost = estimate_tokens(line) + 1
-        if used + cost > tokens:
-            break
-        kept.append(line)
-        used += cost
-    kept.reverse()
-    return kept, len(lines) - len(kept)
-
-
-def _surest_newest_within(lines: list[str], tokens: int | None) -> tuple[list[str], int]:
-    """:func:`_newest_within` for statement lines (``- turn N, entry E: "…"``):
-    the newest of the sure ones (:func:`~wisp.core.statements.statement_strength` 2)
-    first, then the newest of the rest in the room left, in their order."""
-    if tokens is None:
-        return lines, 0
-    def quote(line: str) -> str:
-        return line.split(": ", 1)[1].strip('"') if ": " in line else line
-    sure = [i for i, line in enumerate(lines) if statement_strength(quote(line)) >= 2]
-    kept_sure, _ = _newest_within([lines[i] for i in sure], tokens)
-    used = sum(estimate_tokens(line) + 1 for line in kept_sure)
-    chosen = set(sure[len(sure) - len(kept_sure):])
-    rest = [i for i in range(len(lines)) if i not in set(sure)]
-    kept_rest, _ = _newest_within([lines[i] for i in rest], tokens - used)
-    chosen |= set(rest[len(rest) - len(kept_rest):])
-    return [lines[i] for i in sorted(chosen)], len(lines) - len(chosen)
-
-
 def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
                      decisions: list[str], *, model_text: str, failed: bool = False,
                      asked: list[str] = (), statement_tokens: int | None = None,
@@ -416,7 +380,8 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
         wanted.append(d)
     wanted.reverse()
     if wanted:
-        rows, gone = _surest_newest_within([f"- {d}" for d in wanted], statement_tokens)
+        rows, gone = _surest_newest_within([f"- {d}" for d in wanted], statement_tokens,
+                                           max_lines=MAX_STORED_STATEMENTS)
         lines.append(_STATEMENTS_HEAD)
         if gone:
             lines.append(f"- ({gone} older statements not kept here for room; a search of the conversation finds them)")
@@ -691,7 +656,9 @@ class Summariser:
             missing = missing_in(text)
             if not missing and not too_long:
                 break
-        model_cap = min(cap, max(60, int(ctx.budget * MODEL_PART_SHARE)))
+        # the shares are of the budget as the server counts it: wisp's estimate times the calibration ratio
+        ratio = ctx.ratio if ctx.ratio > 0 else 1.0
+        model_cap = min(cap, max(60, int(ctx.budget * MODEL_PART_SHARE / ratio)))
         if text and estimate_tokens(text) > model_cap * CAP_SLACK:
             outcome.too_long = True
             text = _cut_to_tokens(text, model_cap)
@@ -703,8 +670,7 @@ class Summariser:
             asked = [*previous_asked(previous), *asked] if not text else asked
         completion = complete_summary(missing, sources, decisions, model_text=text,
                                       failed=not asking or outcome.failed is not None, asked=asked,
-                                      statement_tokens=max(40, int(ctx.budget * STATEMENTS_SHARE)),
-                                      own_tokens=max(60, int(ctx.budget * OWN_PART_SHARE)), dropped=dropped)
+                                      own_tokens=max(60, int(ctx.budget * OWN_PART_SHARE / ratio)), dropped=dropped)
         full = f"{text}\n\n{completion}".strip() if completion else text
         left = missing_in(full)
         # the rule this method exists for; only wisp's own cap (the oldest lines) may leave an identifier out

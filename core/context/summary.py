@@ -12,6 +12,7 @@ turn. The side call that writes a version is in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -303,23 +304,91 @@ def _ref_line(ref: OutputRef, flags: ToolFlags) -> str:
 def _first_listed(refs: list[OutputRef], costs: list[int], text: str, cap: int,
                   chars_per_token: float | None) -> int:
     """How many of the oldest references to leave out of the summary layer so
-    that the newest ones listed (``costs``: their lines' tokens) and the
-    index line standing for the others (:func:`_unlisted_line`) fit ``cap``
-    tokens. The newest fill a quarter of the cap in any case; then an index
-    row costs a few tokens and a line a few dozen, so the index rows come
-    before more lines. Linear in the references (it runs with every request)."""
-    rows = [estimate_tokens(f"{_index_key(r)}: entry {r.entry} (turn {r.turn}); ", chars_per_token) for r in refs]
-    start, used = len(refs), 0
-    while start > 0 and used + costs[start - 1] <= cap // 4:  # the newest quarter are listed whatever the index
+    that the index line standing for them (:func:`_unlisted_line`: a few
+    tokens a reference, naming its entry) and the newest ones listed whole
+    (``costs``: their lines' tokens, a few dozen each) fit ``cap`` tokens.
+    Every reference in the index comes before any line in full, since an
+    entry the model can name is one recall away and one it cannot is lost;
+    when even the index does not fit, every reference goes to it (its own
+    fitting names the newest). Linear in the references (it runs with every
+    request)."""
+    rows = [estimate_tokens(f"{_index_key(r)}: entry {r.entry}; ", chars_per_token) for r in refs]
+    used = sum(rows) + 60
+    start = len(refs)
+    if used > cap:
+        return start
+    while start > 0 and used - rows[start - 1] + costs[start - 1] <= cap:
         start -= 1
-        used += costs[start]
-    note = sum(rows[:max(0, start - 1)]) + 60  # if refs[start - 1] is listed (rows past the room go as names)
-    while start > 0 and used + costs[start - 1] + note <= cap:
-        start -= 1
-        used += costs[start]
-        if start > 0:  # refs[start - 1] joins the listed next time round
-            note -= rows[start - 1]
+        used += costs[start] - rows[start]
     return start
+
+
+#: The head of the person's statements in a summary version's completion.
+STATEMENTS_HEAD = "What the person stated, kept by wisp (turn, entry):"
+#: The head older versions wrote over the same list (read back so that a later version keeps it).
+OLD_STATEMENTS_HEADS = ("The person's own words, kept by wisp:",)
+#: What a request shows of the person's statements takes at most this share of the budget (tokens,
+#: as the server counts them): the newest sure ones first. A version stores more; none is lost.
+STATEMENTS_SHARE = 0.2
+
+
+def newest_within(lines: list[str], tokens: int | None, *, max_lines: int | None = None) -> tuple[list[str], int]:
+    """The newest of ``lines`` (oldest first) whose estimates fit ``tokens``
+    (all of them for ``None``) and number at most ``max_lines``, oldest
+    first, and how many were left out."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        cost = estimate_tokens(line) + 1
+        if (tokens is not None and used + cost > tokens) or (max_lines is not None and len(kept) >= max_lines):
+            break
+        kept.append(line)
+        used += cost
+    kept.reverse()
+    return kept, len(lines) - len(kept)
+
+
+def _quote(line: str) -> str:
+    return line.split(": ", 1)[1].strip('"') if ": " in line else line
+
+
+def surest_newest_within(lines: list[str], tokens: int | None, *,
+                         max_lines: int | None = None) -> tuple[list[str], int]:
+    """:func:`newest_within` for statement lines (``- turn N, entry E: "…"``):
+    the newest of the sure ones (:func:`~wisp.core.statements.statement_strength` 2)
+    first, then the newest of the rest in the room (and count) left, in
+    their order; and how many were left out."""
+    from ..statements import statement_strength
+
+    if tokens is None and (max_lines is None or len(lines) <= max_lines):
+        return lines, 0
+    sure = [i for i, line in enumerate(lines) if statement_strength(_quote(line)) >= 2]
+    kept_sure, _ = newest_within([lines[i] for i in sure], tokens, max_lines=max_lines)
+    used = sum(estimate_tokens(line) + 1 for line in kept_sure)
+    chosen = set(sure[len(sure) - len(kept_sure):])
+    rest = [i for i in range(len(lines)) if i not in set(sure)]
+    kept_rest, _ = newest_within([lines[i] for i in rest], None if tokens is None else tokens - used,
+                                 max_lines=None if max_lines is None else max_lines - len(kept_sure))
+    chosen |= set(rest[len(rest) - len(kept_rest):])
+    return [lines[i] for i in sorted(chosen)], len(lines) - len(chosen)
+
+
+def cap_statements(text: str, tokens: int | None) -> str:
+    """``text`` (a version's text) with its block of the person's statements
+    (:data:`STATEMENTS_HEAD`, the last block) cut to ``tokens``: the newest
+    sure statements first, and one line saying how many are not shown (the
+    search finds them). ``text`` as it is when it fits or has no such block."""
+    if tokens is None or STATEMENTS_HEAD not in text:
+        return text
+    before, block = text.rsplit(STATEMENTS_HEAD, 1)
+    rows = [line for line in block.splitlines() if line.startswith("- ") and not line.startswith("- (")]
+    after = [line for line in block.splitlines() if line.strip() and not line.startswith("- ")]
+    kept, gone = surest_newest_within(rows, tokens)
+    if not gone:
+        return text
+    lines = [STATEMENTS_HEAD, f"- ({gone} older statements not shown for room; a search of the conversation "
+                              "finds them)", *kept, *after]
+    return before + "\n".join(lines)
 
 
 def _index_key(ref: OutputRef) -> str:
@@ -344,7 +413,7 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
     summary layer: their entries' range, how to find them (the memory tool's
     search, or the person's ``/search`` and ``/show``), and, newest first as
     many as fit in ``room`` tokens, a compact index of what was read and run
-    (``service.toml: entry 5 (turn 2)``), so that the model can still name
+    (``service.toml: entry 5``; the entry's turn is a recall away), so that the model can still name
     each output. The rest are counted; search reaches them."""
     how = ('memory "recall WORDS" searches them, memory "recall entry N" shows one' if has_memory
            else "the person can /search them and /show any of them")
@@ -357,7 +426,7 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
     row_texts = []
     for key in keys:
         group = index[key]
-        row = f"{key}: " + ", ".join(f"entry {r.entry} (turn {r.turn})" for r in group[:3])
+        row = f"{key}: " + ", ".join(f"entry {r.entry}" for r in group[:3])
         row_texts.append(row + (f" and {len(group) - 3} more" if len(group) > 3 else ""))
     row_costs = [estimate_tokens(r + "; ", chars_per_token) for r in row_texts]
     name_costs = [estimate_tokens(k + ", ", chars_per_token) for k in keys]
@@ -392,7 +461,70 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
 
 
 def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_ref_tokens: int | None = None,
-                       chars_per_token: float | None = None) -> tuple[str, int]:
+                       chars_per_token: float | None = None, max_tokens: int | None = None,
+                       max_statement_tokens: int | None = None) -> tuple[str, int]:
+    """The summary layer's text for a version, and how many output
+    references it lists (:func:`_layer_text`). The person's statements are
+    shown within ``max_statement_tokens`` (:func:`cap_statements`), and the
+    whole within ``max_tokens`` (estimated) when given: first the model's
+    part (the least sure) is left out, then the references' lines give way
+    to their index line, then the start of what is left; each cut is
+    marked, and what wisp wrote last (the person's statements) stays."""
+    def render(v: SummaryVersion, refs: int | None) -> tuple[str, int]:
+        shown = dataclasses.replace(v, text=cap_statements(v.text, max_statement_tokens))
+        return _layer_text(shown, flags, max_ref_tokens=refs, chars_per_token=chars_per_token)
+
+    if version is None:
+        return "", 0
+    text, listed = render(version, max_ref_tokens)
+    if max_tokens is None or estimate_tokens(text, chars_per_token) <= max_tokens:
+        return text, listed
+
+    def fits(t: str) -> bool:
+        return estimate_tokens(t, chars_per_token) <= max_tokens
+
+    # first the model's part goes (the least sure: wisp's part and the person's statements stay)
+    if version.completion and version.model_part.strip():
+        version = dataclasses.replace(version, text=MODEL_PART_MARK + "\n" + version.completion.strip())
+        text, listed = render(version, max_ref_tokens)
+        if fits(text):
+            return text, listed
+    # then the references' lines give way to their index, halving their share to a floor
+    refs_cap = max_ref_tokens if max_ref_tokens is not None else estimate_tokens(text, chars_per_token)
+    for _ in range(3):
+        refs_cap = max(60, refs_cap // 2)
+        text, listed = render(version, refs_cap)
+        if fits(text):
+            return text, listed
+    # last, the start of what is left (wisp's older lines) is not shown; its end (the person's statements) stays
+    body = cap_statements(version.text, max_statement_tokens).strip()
+    rest = estimate_tokens(text, chars_per_token) - estimate_tokens(body, chars_per_token)
+    room = max(40, max_tokens - rest)
+    cut = dataclasses.replace(version, text=_keep_tail(body, room, chars_per_token))
+    return _layer_text(cut, flags, max_ref_tokens=refs_cap, chars_per_token=chars_per_token)
+
+
+#: Stands for the model's part of a summary the layer leaves out for room.
+MODEL_PART_MARK = '[the model\'s part of this summary is not shown for room; memory "recall summary" shows it]'
+#: Marks the start of a summary text the layer leaves out for room.
+TAIL_MARK = '[…the start of this summary is not shown for room; memory "recall summary" shows it whole]'
+
+
+def _keep_tail(text: str, tokens: int, chars_per_token: float | None) -> str:
+    """The end of ``text`` holding about ``tokens`` tokens, from a line start, after :data:`TAIL_MARK`."""
+    per = chars_per_token or 4.0
+    limit = max(80, int(tokens * per) - len(TAIL_MARK) - 2)
+    if len(text) <= limit:
+        return text
+    tail = text[-limit:]
+    at = tail.find("\n")
+    if 0 <= at < len(tail) // 2:
+        tail = tail[at + 1:]
+    return TAIL_MARK + "\n" + tail
+
+
+def _layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_ref_tokens: int | None = None,
+                chars_per_token: float | None = None) -> tuple[str, int]:
     """The summary layer's text for a version, and how many output
     references it lists.
 

@@ -224,15 +224,18 @@ def test_summary_layer_lists_references_and_caps_them() -> None:
     ctx = build(inputs(summary=summary, window=4096, reserve=1024))
     layer = ctx.layer("summary")
     assert layer.text.startswith("Running summary of turns 1–200 (version 3):\nwhat happened")
-    assert "- entry 209 (turn 200): read_file" in layer.text  # the newest are kept
+    # the newest are kept, by their entries: the index comes before whole lines, since an entry the model
+    # can name is one recall away
+    assert "f199.py: entry 209;" in layer.text
     assert "(outputs of entries 10–" in layer.text and "not listed one by one" in layer.text
     # without the memory tool the way in is the person's search; with it, the model's
     assert "the person can /search them and /show any of them" in layer.text
     # a compact index of what was read, newest first, each with its entry and turn; the rest counted
     listed = layer.detail["references"]
+    assert listed == 0
     newest_unlisted = 199 - listed
-    assert (f"Index, newest first: f{newest_unlisted}.py: entry {10 + newest_unlisted} (turn {newest_unlisted + 1}); "
-            f"f{newest_unlisted - 1}.py: entry {9 + newest_unlisted} (turn {newest_unlisted})") in layer.text
+    assert (f"Index, newest first: f{newest_unlisted}.py: entry {10 + newest_unlisted}; "
+            f"f{newest_unlisted - 1}.py: entry {9 + newest_unlisted};") in layer.text
     assert re.search(r"; and \d+ more read or run", layer.text)
     with_memory = build(inputs(summary=summary, window=4096, reserve=1024, flags=WITH_MEMORY)).layer("summary")
     assert 'memory "recall WORDS" searches them' in with_memory.text
@@ -356,5 +359,36 @@ def test_references_left_out_of_the_summary_layer_still_name_their_paths() -> No
     summary = SummaryVersion(1, 2, "what happened", tuple(range(1, 25)), refs=refs)
     ctx = build(inputs(summary=summary, window=2048, reserve=512))
     layer = ctx.layer("summary")
-    assert 0 < layer.detail["references"] < len(refs)
+    assert layer.detail["references"] < len(refs)
     assert all(is_present(Item("path", f"docs/part{i:02}.txt"), layer.text) for i in range(24))
+    # the newest by their entries: the index comes before whole lines, so the model can name the outputs
+    assert all(f"docs/part{i:02}.txt: entry {10 + i}" in layer.text or f"entry {10 + i} (turn" in layer.text
+               for i in range(12, 24))
+
+
+def test_the_summary_layer_gives_way_in_order_and_keeps_the_newest_statements() -> None:
+    """The summary layer fits its share of what the fixed layers leave, whatever its version holds: the
+    model's part goes first, then the references give way to their index, and the person's statements are
+    shown newest (the sure ones) first within their share, with a line saying how many are not shown; a
+    request whose other layers are full still fits (an older llama.cpp's denser count left none)."""
+    from wisp.core.context.summary import MODEL_PART_MARK, STATEMENTS_HEAD
+
+    said = [f'- turn {n}, entry {2 * n}: "The service {n} listens on port {8000 + n}."' for n in range(1, 80)]
+    completion = "Kept by wisp (the model's summary left these out):\n- turn 3, entry 6: src/a.py\n" + \
+        STATEMENTS_HEAD + "\n" + "\n".join(said)
+    model = "The model wrote this long part. " * 80
+    refs = tuple(OutputRef(200 + i, i + 1, "read_file", json.dumps({"path": f"docs/p{i:02}.md"}), {"lines": 9})
+                 for i in range(60))
+    summary = SummaryVersion(1, 4, model + "\n\n" + completion, tuple(range(1, 80)), refs=refs,
+                             completion=completion, model="m")
+    facts = [FactView(fact(i, "entity", f"name{i}", "a value of some length " * 6, "person")) for i in range(1, 15)]
+    ctx = build(inputs(summary=summary, facts=facts, window=4096, reserve=1024, ratio=1.4,
+                       current=(80, [Numbers().entry("prompt", "the current question")]), turn=80))
+    layer = ctx.layer("summary")
+    assert ctx.total <= ctx.budget, (ctx.total, ctx.budget)
+    assert layer.tokens <= ctx.budget * 0.45 + 10
+    assert MODEL_PART_MARK in layer.text and "The model wrote this long part." not in layer.text
+    assert said[-1] in layer.text and said[0] not in layer.text  # the newest statements
+    assert re.search(r"\(\d+ older statements not shown for room; a search of the conversation finds them\)",
+                     layer.text)
+    assert "docs/p59.md: entry 259" in layer.text  # the newest outputs by their entries
