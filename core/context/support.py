@@ -96,12 +96,14 @@ def support(summary: str, sources: str) -> Support:
     linear in the texts."""
     have = set(_content_words(sources))
     low = (sources or "").lower()
-    seen: dict[str, None] = {}
-    for w in _content_words(summary):
-        seen.setdefault(w, None)
+    seen: dict[str, str] = {}  # stem: the word as the summary wrote it first
+    for m in _WORD.finditer(summary or ""):
+        stem = _stem(m.group(0))
+        if stem not in _STOP and len(stem) >= 3:
+            seen.setdefault(stem, m.group(0).strip("'-"))
     words = list(seen)
     found = sum(1 for w in words if w in have)
-    unknown = [w for w in words if w not in have]
+    unknown = [seen[w] for w in words if w not in have]
     items = sorted({i.text for i in extract_items(summary or "")})
     found += sum(1 for i in items if i.lower() in low)
     unknown += [i for i in items if i.lower() not in low]
