@@ -647,7 +647,8 @@ class Summariser:
                 continue
             backing = support(text, base_prompt + "\n" + facts_text)
             if not backing.supported:  # about something else: never used, never asked again
-                outcome.dropped = dropped = backing.reason()
+                dropped = backing.reason()
+                outcome.dropped = backing.reason(words=True)
                 self._audit_failed(ctx.conversation, turn, "the model's summary was not used: " + dropped,
                                    [n for n, _ in batch], [])
                 text = ""

@@ -72,9 +72,12 @@ class Support:
         """True when the summary may be used (:data:`SUPPORT_MIN`)."""
         return self.share >= SUPPORT_MIN
 
-    def reason(self) -> str:
-        """One clause saying why an unsupported summary was dropped."""
-        shown = ", ".join(self.unknown[:6])
+    def reason(self, *, words: bool = False) -> str:
+        """One clause saying why an unsupported summary was dropped; with
+        ``words``, some of the words the turns do not hold (for the person's
+        notice, not for the summary the model reads: they would bring the
+        invented topic back into the request)."""
+        shown = ", ".join(self.unknown[:6]) if words else ""
         return (f"only {self.found} of its {self.words} content words occur in the turns it covers "
                 f"({self.share:.0%}, at least {SUPPORT_MIN:.0%} needed)" + (f"; it spoke of {shown}" if shown else ""))
 

@@ -31,6 +31,7 @@ def test_an_off_topic_summary_is_not_supported_and_a_faithful_one_is() -> None:
     off = support(DOCKER, sources)
     assert not off.supported and off.share < SUPPORT_MIN
     assert "docker" in " ".join(off.unknown).lower() and "content words occur" in off.reason()
+    assert "Docker" in off.reason(words=True) and "Docker" not in off.reason()
     faithful = support("The person tunes the ingest service (port 8437); its workers read queue batches and "
                        "write invoices to the ledger table; failed batches are retried, then dead-lettered.",
                        sources)
@@ -64,7 +65,7 @@ async def test_an_off_topic_model_summary_is_dropped_and_the_statement_rides_alo
             # the model's summary was dropped, and said so: in the version (F4 shows it) and a notice
             assert "Docker" not in latest.text and latest.model is None
             assert "the model's summary was not used: only" in latest.completion
-            assert any("was not used" in n.text and "content words" in n.text for n in notices)
+            assert any("was not used" in n.text and "content words" in n.text and "Docker" in n.text for n in notices)
             events = [e for e in s.audit.iter_events() if e["kind"] == "summary.failed"]
             assert any("not used" in e["payload"]["reason"] for e in events)
             # the person's plain statement of turn 1 is in the request after the summary, with its entry
