@@ -484,8 +484,9 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
         return estimate_tokens(t, chars_per_token) <= max_tokens
 
     # first the model's part goes (the least sure: wisp's part and the person's statements stay)
-    if version.completion and version.model_part.strip():
-        version = dataclasses.replace(version, text=MODEL_PART_MARK + "\n" + version.completion.strip())
+    if version.completion and version.model_part.strip() or version.model and not version.completion:
+        version = dataclasses.replace(version, text="\n".join(
+            p for p in (MODEL_PART_MARK, _held_by_model_part(version), version.completion.strip()) if p))
         text, listed = render(version, max_ref_tokens)
         if fits(text):
             return text, listed
@@ -502,6 +503,22 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
     room = max(40, max_tokens - rest)
     cut = dataclasses.replace(version, text=_keep_tail(body, room, chars_per_token))
     return _layer_text(cut, flags, max_ref_tokens=refs_cap, chars_per_token=chars_per_token)
+
+
+def _held_by_model_part(version: SummaryVersion) -> str:
+    """The identifiers of the covered turns that only the model's part of
+    ``version`` holds (wisp's part names the others), a line a turn, so that
+    leaving the model's part out for room loses none of them."""
+    from .coverage import Item, is_present
+
+    model = version.model_part if version.completion else version.text
+    rows = []
+    for turn in sorted(version.items):
+        held = sorted({text for kind, _, text in (k.partition(":") for k in version.items[turn])
+                       if is_present(Item(kind, text), model) and not is_present(Item(kind, text), version.completion)})
+        if held:
+            rows.append(f"- turn {turn}: " + ", ".join(held))
+    return ("It named:\n" + "\n".join(rows)) if rows else ""
 
 
 #: Stands for the model's part of a summary the layer leaves out for room.

@@ -376,11 +376,12 @@ def test_the_summary_layer_gives_way_in_order_and_keeps_the_newest_statements() 
     said = [f'- turn {n}, entry {2 * n}: "The service {n} listens on port {8000 + n}."' for n in range(1, 80)]
     completion = "Kept by wisp (the model's summary left these out):\n- turn 3, entry 6: src/a.py\n" + \
         STATEMENTS_HEAD + "\n" + "\n".join(said)
-    model = "The model wrote this long part. " * 80
+    model = "The model wrote this long part. " * 80 + "The leak came from src/only/model.py."
     refs = tuple(OutputRef(200 + i, i + 1, "read_file", json.dumps({"path": f"docs/p{i:02}.md"}), {"lines": 9})
                  for i in range(60))
     summary = SummaryVersion(1, 4, model + "\n\n" + completion, tuple(range(1, 80)), refs=refs,
-                             completion=completion, model="m")
+                             completion=completion, model="m",
+                             items={3: ["path:src/a.py"], 9: ["path:src/only/model.py"]})
     facts = [FactView(fact(i, "entity", f"name{i}", "a value of some length " * 6, "person")) for i in range(1, 15)]
     ctx = build(inputs(summary=summary, facts=facts, window=4096, reserve=1024, ratio=1.4,
                        current=(80, [Numbers().entry("prompt", "the current question")]), turn=80))
@@ -388,6 +389,8 @@ def test_the_summary_layer_gives_way_in_order_and_keeps_the_newest_statements() 
     assert ctx.total <= ctx.budget, (ctx.total, ctx.budget)
     assert layer.tokens <= ctx.budget * 0.45 + 10
     assert MODEL_PART_MARK in layer.text and "The model wrote this long part." not in layer.text
+    # what only the model's part named stays, by its turn
+    assert "It named:\n- turn 9: src/only/model.py" in layer.text and "- turn 3: src/a.py" not in layer.text
     assert said[-1] in layer.text and said[0] not in layer.text  # the newest statements
     assert re.search(r"\(\d+ older statements not shown for room; a search of the conversation finds them\)",
                      layer.text)
