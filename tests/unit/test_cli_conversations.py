@@ -237,10 +237,11 @@ def test_parallel_calls_sharing_an_index_all_run(wisp_home: Path, tmp_path: Path
 
 
 def test_an_sse_error_field_shows_its_message(wisp_home: Path, tmp_path: Path) -> None:
-    """Older llama.cpp servers send a failure as ``error:``, not ``data:`` (issue 16)."""
+    """Older llama.cpp servers send a failure as ``error:``, not ``data:``. This one is a refusal for
+    size without a count: it is fitted again twice, and refused each time, the turn ends with its words."""
     line = raw('error: {"code": 400, "message": "the request exceeds the available context size, try increasing it",'
                ' "type": "invalid_request_error"}')
-    with FakeOpenAI([fault.disconnect(line, clean=True)]) as srv:
+    with FakeOpenAI([fault.disconnect(line, clean=True) for _ in range(3)]) as srv:
         write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url,
                                  "model.name": "wisp-fake", "model.timeout_s": 5})
         r = wisp("ask", "hello", cwd=tmp_path)

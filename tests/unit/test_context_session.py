@@ -181,10 +181,12 @@ async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, side, 
     make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
     async with await open_session(tmp_path, tools=[], side_call=side) as s:
         summaries: list[ev.SummaryChanged] = []
+        usage: list[ev.Usage] = []
         for n in range(1, 13):
             srv.push(reply(text(f"answer {n}: " + "words of a long reply " * 30)))
-            summaries += [e for e in await run(s, f"question {n} about src/mod{n}.py " + "padding " * 20)
-                          if isinstance(e, ev.SummaryChanged)]
+            events = await run(s, f"question {n} about src/mod{n}.py " + "padding " * 20)
+            summaries += [e for e in events if isinstance(e, ev.SummaryChanged)]
+            usage += [e for e in events if isinstance(e, ev.Usage)]
         assert summaries, "no summary was written"
         latest = await s.context.summaries.latest(s.conversation_id)
         assert latest.version == len(await s.context.summaries.versions(s.conversation_id))
@@ -199,8 +201,10 @@ async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, side, 
         # every src/modN.py of the covered turns is in the summary (the coverage check)
         for n in covered:
             assert f"src/mod{n}.py" in latest.text
+        # every request sent fit; the next one, with turn 12 ended, fits or names the turns that leave first
+        assert all(body_tokens <= 1200 for body_tokens in (e.calibrated_prompt for e in usage))
         ctx = await s.context.compose(s.conversation_id)
-        assert not ctx.over_budget
+        assert not ctx.over_budget or ctx.must_leave
         versions = await s.context.summaries.versions(s.conversation_id)
     events = [e for e in s.audit.iter_events() if e["kind"] == "summary.recorded"]
     assert [e["payload"]["version"] for e in events] == [v.version for v in versions]
