@@ -552,14 +552,17 @@ def fit_current(entries: list[Any], room: int, ratio: float, flags: ToolFlags,
         return entries, []
     refs: dict[int, str] = {}
     outputs = [e for e in big if e.kind == "tool_result"]
-    # oldest first; the newest, which the model has not seen yet, is cut rather than referred to, and so is
-    # what the memory tool returned: a recall is whole in its own turn, or paged (wisp-memory-tool.txt, "After
-    # its turn"), never a reference that names the recall again
-    for e in [x for x in outputs[:-1] if x.tool_name != MEMORY_TOOL]:
+    # oldest first; the newest, which the model has not seen yet, is cut rather than referred to; what the
+    # memory tool returned is paged to its first line instead: a recall is whole in its own turn, or paged
+    # (wisp-memory-tool.txt, "After its turn"), never a reference that names the recall again
+    for e in outputs[:-1]:
         need = sum(min(sizes[x.number], _least(x)) for x in big if x.number not in refs) + \
             sum(_count_text(t, ratio) for t in refs.values())
         if need <= for_big:
             break
+        if e.tool_name == MEMORY_TOOL and flags.has_memory:
+            refs[e.number] = _page_memory_result(e.number, (e.content or "").split("\n"), 0)
+            continue
         refs[e.number] = reference_text(e.number, e.tool_name, turn=turn, form=flags.form(e.tool_name),
                                         content=e.content or "", meta=e.meta,
                                         read_only=flags.read_only.get(e.tool_name or ""))

@@ -286,6 +286,8 @@ def _recall_target(text: str) -> Target:
         if not tail or _FROM_LINE.match(tail):
             return Target("entry", number=int(m.group(1)), from_line=_from_line(tail))
         return _search_target(t)
+    if re.fullmatch(r"#?\d+", t):  # a number alone names an entry, even one too long to be one
+        raise RequestError(_RECALL_FORM)
     m = _TURN.match(t)
     if m:
         tail = m.group(2).strip()
