@@ -330,6 +330,10 @@ OLD_STATEMENTS_HEADS = ("The person's own words, kept by wisp:",)
 #: What a request shows of the person's statements takes at most this share of the budget (tokens,
 #: as the server counts them): the newest sure ones first. A version stores more; none is lost.
 STATEMENTS_SHARE = 0.2
+#: Of a summary layer squeezed by the other layers, the person's statements take at most this share
+#: and the references' index keeps at least this one: both are what the model can name or search by.
+STATEMENTS_OF_LAYER = 0.4
+INDEX_OF_LAYER = 0.3
 
 
 def newest_within(lines: list[str], tokens: int | None, *, max_lines: int | None = None) -> tuple[list[str], int]:
@@ -422,39 +426,55 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
     for r in reversed(refs):
         index.setdefault(_index_key(r), []).append(r)
     used = estimate_tokens(line + " Index, newest first: ", chars_per_token) + 12
-    keys = list(index)
+    # what was read, and what failed, before the runs that passed (the tests facts hold those): each newest first
+    def passed_run(key: str) -> bool:
+        r = index[key][0]
+        return r.read_only is not True and not (r.digest or {}).get("failed") and \
+            (r.digest or {}).get("exit_status") in (0, None) and r.tool != "read_file"
+    keys = [k for k in index if not passed_run(k)] + [k for k in index if passed_run(k)]
     row_texts = []
     for key in keys:
         group = index[key]
         row = f"{key}: " + ", ".join(f"entry {r.entry}" for r in group[:3])
         row_texts.append(row + (f" and {len(group) - 3} more" if len(group) > 3 else ""))
     row_costs = [estimate_tokens(r + "; ", chars_per_token) for r in row_texts]
+    singles = [f"{key}: entry {index[key][0].entry}" for key in keys]  # the newest entry of each
+    single_costs = [estimate_tokens(r + "; ", chars_per_token) for r in singles]
     name_costs = [estimate_tokens(k + ", ", chars_per_token) for k in keys]
-    # every key at least by name when they all fit, the newest with their entries as far as the room goes;
-    # else the newest rows in half the room and names in the rest
-    upgraded = 0
-    total = used + sum(name_costs)
-    if total <= room:
-        while upgraded < len(keys) and total + row_costs[upgraded] - name_costs[upgraded] <= room:
-            total += row_costs[upgraded] - name_costs[upgraded]
+    # as many keys as fit by an entry (the newest entry of each), then the newest with all their entries;
+    # when not every key fits by an entry, the newest by an entry and the rest by name as far as they go
+    names: list[str] = []
+    if used + sum(single_costs) <= room:
+        total = used + sum(single_costs)
+        upgraded = 0
+        while upgraded < len(keys) and total + row_costs[upgraded] - single_costs[upgraded] <= room:
+            total += row_costs[upgraded] - single_costs[upgraded]
             upgraded += 1
-        rows, names = row_texts[:upgraded], keys[upgraded:]
+        rows = row_texts[:upgraded] + singles[upgraded:]
     else:
-        rows, names = [], []
-        for text, cost in zip(row_texts, row_costs):
-            if used + cost > room // 2 + used // 2:
-                break
-            rows.append(text)
-            used += cost
-        for key, cost in list(zip(keys, name_costs))[len(rows):]:
-            if used + cost > room:
-                break
-            names.append(key)
-            used += cost
+        # the most keys by an entry that leave room for the others' names; if even the names do not all
+        # fit, the newest by an entry in half the room and names in the rest
+        k = len(keys)
+        while k > 0 and used + sum(single_costs[:k]) + sum(name_costs[k:]) > room:
+            k -= 1
+        if k > 0 or used + sum(name_costs) <= room:
+            rows, names = singles[:k], keys[k:]
+        else:
+            rows = []
+            for text, cost in zip(singles, single_costs):
+                if used + cost > (room + used) // 2:
+                    break
+                rows.append(text)
+                used += cost
+            for key, cost in list(zip(keys, name_costs))[len(rows):]:
+                if used + cost > room:
+                    break
+                names.append(key)
+                used += cost
     rest = len(index) - len(rows) - len(names)
     if not rows and not names:
         return line
-    text = line + " Index, newest first: " + "; ".join(rows)
+    text = line + " Index (reads and failures first), newest first: " + "; ".join(rows)
     if names:
         text += ("; also " if rows else "") + ", ".join(names)
     return text + (f"; and {rest} more read or run" if rest else "")
@@ -467,8 +487,9 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
     references it lists (:func:`_layer_text`). The person's statements are
     shown within ``max_statement_tokens`` (:func:`cap_statements`), and the
     whole within ``max_tokens`` (estimated) when given: first the model's
-    part (the least sure) is left out, then the references' lines give way
-    to their index line, then the start of what is left; each cut is
+    part (the least sure) is left out, then wisp's lines of what the person
+    asked, then the references' lines give way to their index line, then
+    the start of what is left; each cut is
     marked, and what wisp wrote last (the person's statements) stays."""
     def render(v: SummaryVersion, refs: int | None) -> tuple[str, int]:
         shown = dataclasses.replace(v, text=cap_statements(v.text, max_statement_tokens))
@@ -476,6 +497,9 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
 
     if version is None:
         return "", 0
+    if max_tokens is not None:  # in a squeezed layer the statements and the index share it
+        cap = int(max_tokens * STATEMENTS_OF_LAYER)
+        max_statement_tokens = cap if max_statement_tokens is None else min(max_statement_tokens, cap)
     text, listed = render(version, max_ref_tokens)
     if max_tokens is None or estimate_tokens(text, chars_per_token) <= max_tokens:
         return text, listed
@@ -490,10 +514,20 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
         text, listed = render(version, max_ref_tokens)
         if fits(text):
             return text, listed
+    # then what the person asked in each turn (their words are a search away; what they stated stays)
+    asked = [line for line in version.text.splitlines() if ": the person asked " in line
+             or line.startswith("- (") and "older turns not listed here" in line]
+    if asked:
+        version = dataclasses.replace(version, text="\n".join(
+            line for line in version.text.splitlines() if line not in set(asked)))
+        text, listed = render(version, max_ref_tokens)
+        if fits(text):
+            return text, listed
     # then the references' lines give way to their index, halving their share to a floor
     refs_cap = max_ref_tokens if max_ref_tokens is not None else estimate_tokens(text, chars_per_token)
+    floor = max(60, int(max_tokens * INDEX_OF_LAYER))
     for _ in range(3):
-        refs_cap = max(60, refs_cap // 2)
+        refs_cap = max(floor, refs_cap // 2)
         text, listed = render(version, refs_cap)
         if fits(text):
             return text, listed

@@ -234,7 +234,7 @@ def test_summary_layer_lists_references_and_caps_them() -> None:
     listed = layer.detail["references"]
     assert listed == 0
     newest_unlisted = 199 - listed
-    assert (f"Index, newest first: f{newest_unlisted}.py: entry {10 + newest_unlisted}; "
+    assert (f"Index (reads and failures first), newest first: f{newest_unlisted}.py: entry {10 + newest_unlisted}; "
             f"f{newest_unlisted - 1}.py: entry {9 + newest_unlisted};") in layer.text
     assert re.search(r"; and \d+ more read or run", layer.text)
     with_memory = build(inputs(summary=summary, window=4096, reserve=1024, flags=WITH_MEMORY)).layer("summary")
