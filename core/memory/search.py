@@ -53,7 +53,7 @@ __all__ = ["search", "query_words", "describe_hit", "matching_lines", "STOP_WORD
 STOP_WORDS = frozenset("""
 a an and are as at be been by can could did do does for from had has have how i in into is it its me my
 of on or our please recall search show tell that the their them then there these this those to us was we
-were what when where which who why will with would you your about any
+were what when where which who why will with would you your about any now currently today also ever still
 """.split())
 #: Matching lines shown per hit, each with one line either side.
 MAX_LINES_PER_HIT = 3
@@ -63,6 +63,61 @@ LINE_CHARS = 240
 MAX_HITS = 12
 #: The argument a tool call is named by, in this order (else its first text argument).
 _ARG_KEYS = ("path", "command", "request", "query", "url", "name", "file")
+
+
+#: A word's own query reads at most this many hits when the words are weighed (a word held by more is common).
+WEIGH_LIMIT = 500
+_SUFFIXES = ("ing", "ies", "ied", "es", "ed", "s")
+
+
+def stem_term(word: str) -> str:
+    """The prefix a search word is looked for by: the word without an
+    English inflection (``owns`` → ``own``, ``deploys`` → ``deploy``,
+    ``caused`` → ``caus``, ``timeouts`` → ``timeout``), so that a question's
+    form of a word finds the record's (a prefix term then finds them all).
+    Words of four letters or fewer, and those with a digit, stay as they are."""
+    low = word.lower()
+    if len(low) <= 4 or any(c.isdigit() for c in low):
+        return word
+    for suffix in _SUFFIXES:
+        if low.endswith(suffix) and len(low) - len(suffix) >= 3 and not low.endswith("ss"):
+            return word[: len(word) - len(suffix)]
+    return word
+
+
+async def ranked_hits(store: Any, conversation: int, words: list[str],
+                      current_turn: int | None) -> tuple[list[Any], bool]:
+    """Every entry holding any of ``words`` (:func:`stem_term` prefixes),
+    best first, and whether the best holds only some of them. An entry is
+    ranked by the summed rarity of the distinct words it holds (the inverse
+    document frequency over this conversation's entries: a word few entries
+    hold says more than a word many hold), then newest first (a correction
+    made later comes before what it corrected), then by bm25. One FTS5 query a word (at most
+    :data:`~wisp.core.text.MAX_SEARCH_WORDS`), each reading at most
+    :data:`WEIGH_LIMIT` hits."""
+    import math
+
+    terms = list(dict.fromkeys(stem_term(w) for w in words if w))
+    common = dict(conversation_id=conversation, order="rank", skip_turn=current_turn)
+    if not terms:
+        return [], False
+    counts = await store.conversation_counts(conversation)
+    total = max(1, int(counts.get("entries") or 0))
+    score: dict[int, float] = {}
+    rank: dict[int, float] = {}
+    held: dict[int, int] = {}
+    first: dict[int, Any] = {}
+    for term in terms:
+        hits = await store.search(term, limit=WEIGH_LIMIT, **common)
+        weight = math.log((total + 1) / (len(hits) + 0.5)) + 0.1
+        for h in hits:
+            first.setdefault(h.entry, h)
+            score[h.entry] = score.get(h.entry, 0.0) + weight
+            rank[h.entry] = rank.get(h.entry, 0.0) + h.rank
+            held[h.entry] = held.get(h.entry, 0) + 1
+    order = sorted(first, key=lambda e: (-round(score[e], 6), -e, rank[e]))
+    any_word = bool(order) and held[order[0]] < len(terms)
+    return [first[e] for e in order], any_word
 
 
 def query_words(text: str) -> list[str]:
@@ -188,10 +243,9 @@ async def search(store: Any, audit: Any, conversation: int, target: Target, *, c
     text = " ".join(words)
     start = target.from_hit or 1
     what: dict[str, Any] = {"kind": "search", "words": asked, "query": text, "from_hit": start}
-    common = dict(conversation_id=conversation, order="rank", skip_turn=current_turn)
-    any_word = not await store.search(text, limit=1, **common)
+    ranked, any_word = await ranked_hits(store, conversation, words, current_turn)
     what["any_word"] = any_word
-    hits = await store.search(text, limit=MAX_HITS + 1, offset=start - 1, any_word=any_word, **common)
+    hits = ranked[start - 1:start - 1 + MAX_HITS + 1]
     if not hits:
         r = Recalled("", what, found=False)
         if start > 1:
@@ -207,10 +261,12 @@ async def search(store: Any, audit: Any, conversation: int, target: Target, *, c
     how = ("no entry holds every word; entries holding some of them, best match first" if any_word
            else "best match first")
     r = Recalled("", what)
-    blocks: list[list[str]] = []
     used = estimate_tokens(f'search "{asked}": {how}, hits {start}–{start + MAX_HITS}') + 20
-    next_hit: int | None = None
-    for i, hit in enumerate(hits[:MAX_HITS]):
+    terms = [stem_term(w) for w in words]
+    # first every hit that fits by its head and its best line, so one long hit never takes the whole
+    # page; then, in order, each hit grows to its matching lines with one line either side
+    heads: list[tuple[str, list[str], Any, Any]] = []
+    for hit in hits[:MAX_HITS]:
         got = await load_entry(store, audit, conversation, hit.entry)
         content = got.content if got is not None else ""
         lines = split_stored_lines(content)
@@ -225,18 +281,19 @@ async def search(store: Any, audit: Any, conversation: int, target: Target, *, c
         where = f", turn {hit.turn}" if hit.turn is not None else ""
         if not hit.current:
             where += f", an earlier version (turn {hit.superseded_by} asked it again)"
-        head = f"entry {hit.entry}{where}: {describe_hit(hit.kind, hit.tool_name, arguments)}{extra}"
-        block: list[str] = []
-        for max_lines, around in ((MAX_LINES_PER_HIT, 1), (1, 1), (1, 0)):
-            block = [head, *_hit_lines(lines, words, max_lines, around)]
-            cost = sum(estimate_tokens(x) + 1 for x in block)
-            if used + cost <= budget_tokens:
-                break
+        heads.append((f"entry {hit.entry}{where}: {describe_hit(hit.kind, hit.tool_name, arguments)}{extra}",
+                      lines, hit, got))
+    blocks: list[list[str]] = []
+    costs: list[int] = []
+    next_hit: int | None = None
+    for i, (head, lines, hit, got) in enumerate(heads):
+        block = [head, *_hit_lines(lines, terms, 1, 0)]
         cost = sum(estimate_tokens(x) + 1 for x in block)
         if blocks and used + cost > budget_tokens:
             next_hit = start + i
             break
         blocks.append(block)
+        costs.append(cost)
         used += cost
         r.entries.append(hit.entry)
         if got is not None:
@@ -246,6 +303,15 @@ async def search(store: Any, audit: Any, conversation: int, target: Target, *, c
     else:
         if len(hits) > MAX_HITS:
             next_hit = start + MAX_HITS
+    for i, block in enumerate(blocks):
+        head, lines, _, _ = heads[i]
+        for max_lines, around in ((MAX_LINES_PER_HIT, 1), (1, 1)):
+            wider = [head, *_hit_lines(lines, terms, max_lines, around)]
+            cost = sum(estimate_tokens(x) + 1 for x in wider)
+            if used - costs[i] + cost <= budget_tokens:
+                used += cost - costs[i]
+                blocks[i], costs[i] = wider, cost
+                break
     shown = len(blocks)
     span = f"hit {start}" if shown == 1 else f"hits {start}–{start + shown - 1}"
     out = [f'search "{asked}": {how}, {span}']
