@@ -134,6 +134,21 @@ then now so and but or if when while also next first last one some all any each 
 let's lets maybe just still""".split())
 
 
+#: What machine output looks like inside a paste: a timestamp, a key=value pair, a log level, a JSON key.
+_MACHINE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}:\d{2}:\d{2}|\b\w+=\S|\[(?:INFO|WARN|WARNING|ERROR|DEBUG)\]|"
+                      r"\b(?:INFO|WARN|ERROR|DEBUG|TRACE)\b|\"\w+\"\s*:", re.IGNORECASE)
+_PROSE_WORD = re.compile(r"^[A-Za-z][A-Za-z'’-]*[,;:.!?]?$")
+
+
+def _is_prose(sentence: str) -> bool:
+    """Whether ``sentence`` reads as a person's words, not a line of output
+    pasted with them (a log line, a config line, JSON): at least three words,
+    most of them plain words, and nothing shaped like machine output."""
+    words = sentence.split()
+    plain = sum(1 for w in words if _PROSE_WORD.match(w))
+    return len(words) >= 3 and plain >= 0.6 * len(words) and not _MACHINE.search(sentence)
+
+
 def _states_a_value(sentence: str, text: str = "") -> bool:
     if _VALUE.search(_ORDINAL.sub(" ", sentence)) is not None:
         return True
@@ -163,7 +178,9 @@ def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
     "we decided"). Questions, and requests that state nothing by themselves
     ("Read the config."), are left out, and so are sentences of prose longer
     than :data:`MAX_STATEMENT_WORDS` words or with a word longer than
-    :data:`MAX_WORD_CHARS` characters (a paste). A sentence is kept when it
+    :data:`MAX_WORD_CHARS` characters (a paste), and lines of output pasted
+    with the person's words (a log line, a config line: :func:`_is_prose`).
+    A sentence is kept when it
     decides, names, corrects, or asks to be remembered (:data:`DECISION`,
     :data:`NAMING`, :data:`CORRECTION`, :data:`REMEMBER`), or when it states a
     value (a number, an identifier, a quoted text or a name; step and turn
@@ -186,7 +203,7 @@ def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
         words = s.split()
         if len(s) < MIN_CHARS or len(words) > MAX_STATEMENT_WORDS or any(len(w) > MAX_WORD_CHARS for w in words):
             continue
-        if s.endswith("?") or _QUESTION_START.match(s):
+        if s.endswith("?") or _QUESTION_START.match(s) or not _is_prose(s):
             continue
         if _LOOK_START.match(s):  # "Let's see what the build says": a request, however it starts
             continue

@@ -418,12 +418,13 @@ class SearchHit:
                 "current": self.current, "superseded_by": self.superseded_by, "tool": self.tool_name}
 
 
-def fts_query(text: str, *, any_word: bool = False) -> str:
+def fts_query(text: str, *, any_word: bool = False, prefix: bool = True) -> str:
     """A search text as the store's FTS5 query: each word a quoted prefix
-    term (``"retr"*``), all of them required (with ``any_word``, one of
-    them); ``""`` when there is no word. The one quoting rule,
-    :func:`wisp.core.text.fts_query`: no search text is a syntax error."""
-    return _text_fts_query(text, prefix=True, any_word=any_word)
+    term (``"retr"*``; a whole word without ``prefix``), all of them
+    required (with ``any_word``, one of them); ``""`` when there is no word.
+    The one quoting rule, :func:`wisp.core.text.fts_query`: no search text
+    is a syntax error."""
+    return _text_fts_query(text, prefix=prefix, any_word=any_word)
 
 
 _CONV_COLS = "id, title, workdir, model, endpoint, created_at, updated_at"
@@ -757,7 +758,7 @@ class Store:
     async def search(self, text: str, *, conversation_id: int | None = None, current_only: bool = False,
                      limit: int = 50, offset: int = 0, marks: tuple[str, str] = ("[", "]"),
                      order: str = "newest", any_word: bool = False, skip_turn: int | None = None,
-                     kinds: tuple[str, ...] = SEARCH_KINDS) -> list[SearchHit]:
+                     kinds: tuple[str, ...] = SEARCH_KINDS, prefix: bool = True) -> list[SearchHit]:
         """Entries of every conversation (or of one) that hold every word of
         ``text`` (with ``any_word``, one of them), each word as a word prefix,
         any case, accents ignored (SQLite FTS5, :func:`fts_query`), in their
@@ -771,9 +772,9 @@ class Store:
         turn running, which the model has whole). ``order`` is ``newest``
         (newest first) or ``rank`` (best match first: bm25, then entry
         number). At most ``limit`` hits after skipping ``offset``. ``marks``
-        surround the matched words in each snippet. No word gives no hit;
-        never raises for any text."""
-        query = fts_query(text, any_word=any_word)
+        surround the matched words in each snippet. ``prefix`` false matches
+        whole words only. No word gives no hit; never raises for any text."""
+        query = fts_query(text, any_word=any_word, prefix=prefix)
         kinds = tuple(k for k in kinds if k in ENTRY_KINDS)
         if not query or not kinds:
             return []

@@ -284,10 +284,23 @@ def previous_sources(version: SummaryVersion | None) -> dict[tuple[int, str], in
 
 
 def previous_asked(version: SummaryVersion) -> list[str]:
-    """The ``the person asked`` lines a version's completion wrote (so that a
-    later version wisp writes alone keeps them, within its cap)."""
+    """The ``the person asked`` lines a version's completion wrote, and its
+    line naming the turns it had no room to list (so that a later version
+    wisp writes alone keeps them, within its cap, and names every turn it
+    leaves out)."""
     return [line[2:] for line in (version.completion or "").splitlines()
-            if line.startswith("- turn ") and ": the person asked " in line]
+            if line.startswith("- turn ") and ": the person asked " in line
+            or line.startswith("- (turns ") and "not listed here for room" in line]
+
+
+def _turns_in(text: str) -> set[int]:
+    """The turn numbers of ``(turns 1–4, 6`` (what :func:`turn_ranges` wrote)."""
+    out: set[int] = set()
+    for a, b in re.findall(r"(\d+)(?:[–-](\d+))?", text):
+        lo, hi = int(a), int(b or a)
+        if hi - lo <= 100_000:
+            out.update(range(lo, hi + 1))
+    return out
 
 
 def summary_so_far(version: SummaryVersion | None) -> str:
@@ -342,9 +355,14 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
             lines.append(f"Written by wisp (the model's summary was not used: {dropped}):")
         else:
             lines.append("Written by wisp (the model wrote no summary of these turns):")
-        rows, gone = _newest_within([f"- {a}" for a in asked], own_tokens // 3 if own_tokens else None)
+        earlier = {n for a in asked if a.startswith("(turns ") for n in _turns_in(a.split(" not listed", 1)[0])}
+        listed = [f"- {a}" for a in asked if not a.startswith("(turns ")]
+        rows, _ = _newest_within(listed, own_tokens // 3 if own_tokens else None)
+        gone = earlier | {int(m.group(1)) for line in listed[:len(listed) - len(rows)]
+                          for m in [re.match(r"- turn (\d+)", line)] if m}
         if gone:
-            lines.append(f"- ({gone} older turns not listed here for room; a search of the conversation finds them)")
+            lines.append(f"- (turns {turn_ranges(gone)} not listed here for room; a search of the conversation "
+                         "finds them)")
         lines.extend(rows)
     if missing:
         head = ("Kept by wisp (the model's summary left these out):" if model_text and not failed else

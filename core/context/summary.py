@@ -516,7 +516,7 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
             return text, listed
     # then what the person asked in each turn (their words are a search away; what they stated stays)
     asked = [line for line in version.text.splitlines() if ": the person asked " in line
-             or line.startswith("- (") and "older turns not listed here" in line]
+             or line.startswith("- (") and "not listed here for room" in line]
     if asked:
         version = dataclasses.replace(version, text="\n".join(
             line for line in version.text.splitlines() if line not in set(asked)))

@@ -79,7 +79,7 @@ class Support:
         invented topic back into the request)."""
         shown = ", ".join(self.unknown[:6]) if words else ""
         return (f"only {self.found} of its {self.words} content words occur in the turns it covers "
-                f"({self.share:.0%}, at least {SUPPORT_MIN:.0%} needed)" + (f"; it spoke of {shown}" if shown else ""))
+                f"({int(self.share * 100)}%, at least {SUPPORT_MIN:.0%} needed)" + (f"; it spoke of {shown}" if shown else ""))
 
 
 def _stem(word: str) -> str:

@@ -67,6 +67,12 @@ _ARG_KEYS = ("path", "command", "request", "query", "url", "name", "file")
 
 #: A word's own query reads at most this many hits when the words are weighed (a word held by more is common).
 WEIGH_LIMIT = 500
+#: An identifier in the search (``SVC5807``, ``pool_size``, ``v2.4``) counts this many times a word.
+IDENTIFIER_WEIGHT = 2.0
+
+
+def _is_identifier(word: str) -> bool:
+    return any(c.isdigit() or c in "_." for c in word) or any(c.isupper() for c in word[1:])
 _SUFFIXES = ("ing", "ies", "ied", "es", "ed", "s")
 
 
@@ -87,19 +93,21 @@ def stem_term(word: str) -> str:
 
 async def ranked_hits(store: Any, conversation: int, words: list[str],
                       current_turn: int | None) -> tuple[list[Any], bool]:
-    """Every entry holding any of ``words`` (:func:`stem_term` prefixes),
-    best first, and whether the best holds only some of them. An entry is
-    ranked by the summed rarity of the distinct words it holds (the inverse
-    document frequency over this conversation's entries: a word few entries
-    hold says more than a word many hold), then newest first (a correction
-    made later comes before what it corrected), then by bm25. One FTS5 query a word (at most
-    :data:`~wisp.core.text.MAX_SEARCH_WORDS`), each reading at most
+    """Every entry holding any of ``words`` (each as written, or its
+    :func:`stem_term` prefix), best first, and whether the best holds only
+    some of them. An entry is ranked by the summed rarity of the distinct
+    words it holds (the inverse document frequency over this conversation's
+    entries: a word few entries hold says more than a word many hold; a
+    stem's match counts 0.8 of it, an identifier's :data:`IDENTIFIER_WEIGHT`
+    times), then newest first (a correction made later comes before what it
+    corrected), then by bm25. Two FTS5 queries a word (at most
+    :data:`~wisp.core.text.MAX_SEARCH_WORDS` words), each reading at most
     :data:`WEIGH_LIMIT` hits."""
     import math
 
-    terms = list(dict.fromkeys(stem_term(w) for w in words if w))
+    words = list(dict.fromkeys(w for w in words if w))
     common = dict(conversation_id=conversation, order="rank", skip_turn=current_turn)
-    if not terms:
+    if not words:
         return [], False
     counts = await store.conversation_counts(conversation)
     total = max(1, int(counts.get("entries") or 0))
@@ -107,14 +115,27 @@ async def ranked_hits(store: Any, conversation: int, words: list[str],
     rank: dict[int, float] = {}
     held: dict[int, int] = {}
     first: dict[int, Any] = {}
-    for term in terms:
-        hits = await store.search(term, limit=WEIGH_LIMIT, **common)
-        weight = math.log((total + 1) / (len(hits) + 0.5)) + 0.1
-        for h in hits:
-            first.setdefault(h.entry, h)
-            score[h.entry] = score.get(h.entry, 0.0) + weight
-            rank[h.entry] = rank.get(h.entry, 0.0) + h.rank
-            held[h.entry] = held.get(h.entry, 0) + 1
+
+    def rarity(n: int) -> float:
+        return math.log((total + 1) / (n + 0.5)) + 0.1
+
+    for word in words:
+        # the word as written, and its stem as a prefix (worth a little less: it also finds other words);
+        # an identifier (a digit, an underscore, a dot, a capital inside) says more than a word
+        exact = await store.search(word, limit=WEIGH_LIMIT, prefix=False, **common)
+        stem = stem_term(word)
+        loose = await store.search(stem, limit=WEIGH_LIMIT, **common)
+        boost = IDENTIFIER_WEIGHT if _is_identifier(word) else 1.0
+        best: dict[int, float] = {}
+        for hits, weight in ((exact, rarity(len(exact)) * boost), (loose, rarity(len(loose)) * boost * 0.8)):
+            for h in hits:
+                first.setdefault(h.entry, h)
+                best[h.entry] = max(best.get(h.entry, 0.0), weight)
+                rank[h.entry] = rank.get(h.entry, 0.0) + h.rank
+        for entry, weight in best.items():
+            score[entry] = score.get(entry, 0.0) + weight
+            held[entry] = held.get(entry, 0) + 1
+    terms = words
     order = sorted(first, key=lambda e: (-round(score[e], 6), -e, rank[e]))
     any_word = bool(order) and held[order[0]] < len(terms)
     return [first[e] for e in order], any_word

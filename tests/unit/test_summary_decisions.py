@@ -136,3 +136,32 @@ def test_a_function_named_as_code_is_an_identifier_to_keep() -> None:
     assert {Item("symbol", "resolve_account()"), Item("symbol", "Client.refresh()")} <= items
     assert is_present(Item("symbol", "resolve_account()"), "the summary names resolve_account as the cause")
     assert not is_present(Item("symbol", "resolve_account()"), "the summary names resolve_accounts")
+
+
+def test_lines_of_a_pasted_log_are_not_the_persons_statements() -> None:
+    """A new user's pasted deploy log filled the list ("2026-05-08 12:25:00", "… items=201 latency_ms=167")
+    and pushed out "The project codename is Bramble and the owner is Marta Quill." from turn 1."""
+    log = "\n".join(f"2026-05-08 12:{i:02d}:00 INFO ingest: finished batch {i} items=201 latency_ms=167"
+                    for i in range(60))
+    prompt = f"Here is the deploy log:\n{log}\nThe owner of this service is Marta Quill."
+    assert person_statements(prompt) == ["The owner of this service is Marta Quill."]
+    assert person_statements('{"port": 8437, "host": "db-1"}\npool_size = 33') == []
+
+
+def test_a_version_names_every_turn_it_had_no_room_to_list() -> None:
+    """The turns an earlier version left out for room are named again, with those this one leaves out
+    (a version covering turns 1–15 said "3 older turns not listed" and began at turn 8)."""
+    asked = [f'turn {n}, entry {2 * n - 1}: the person asked "question number {n} about the work"'
+             for n in range(1, 16)]
+    first = complete_summary({}, {}, [], model_text="", asked=asked[:10], own_tokens=200)
+    v1 = SummaryVersion(1, 1, first, tuple(range(1, 11)), completion=first)
+    gone_first = re.search(r"\(turns ([\d–, ]+) not listed here for room", first)
+    assert gone_first, first
+    from wisp.core.context.summariser import previous_asked
+
+    second = complete_summary({}, {}, [], model_text="", asked=[*previous_asked(v1), *asked[10:]], own_tokens=200)
+    listed = {int(n) for n in re.findall(r"- turn (\d+), entry", second)}
+    gone = re.search(r"\(turns ([\d–, ]+) not listed here for room", second).group(1)
+    from wisp.core.context.summariser import _turns_in
+
+    assert listed | _turns_in(gone) == set(range(1, 16)) and 15 in listed

@@ -31,7 +31,7 @@ def folded_text(text: str) -> str | None:
     head = "\n".join(line[:200] for line in lines[:HEAD_LINES])
     if len(head) > 400:
         head = head[:400] + "…"
-    return (f"{head}\n▸ pasted text: {len(text):,} characters, {len(lines):,} lines, folded "
+    return (f"{head}\n▸ pasted text: {len(text):,} characters, {len(lines):,} line{'s' if len(lines) != 1 else ''}, folded "
             "(click to open)")
 
 
