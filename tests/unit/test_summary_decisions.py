@@ -146,6 +146,9 @@ def test_lines_of_a_pasted_log_are_not_the_persons_statements() -> None:
     prompt = f"Here is the deploy log:\n{log}\nThe owner of this service is Marta Quill."
     assert person_statements(prompt) == ["The owner of this service is Marta Quill."]
     assert person_statements('{"port": 8437, "host": "db-1"}\npool_size = 33') == []
+    # identifiers and the word "error" in the person's own sentence are no log line
+    said = "The failing test is tests/test_pay.py::test_refund_rounding, error PAY-402."
+    assert person_statements(said) == [said]
 
 
 def test_a_version_names_every_turn_it_had_no_room_to_list() -> None:
