@@ -346,7 +346,7 @@ def parse_reply(text: str, n: int) -> list[ParsedMemory]:
     for nums, lines in blocks:
         body = "\n".join(lines).strip()
         body = _LABEL.sub("", body, count=1).strip()
-        if not body or _NONE.match(body):
+        if not body or _NONE.match(body) or not _WORDY.search(body):
             if _NONE.match(body or "x"):
                 saw_none = True
             continue
@@ -362,6 +362,11 @@ def parse_reply(text: str, n: int) -> list[ParsedMemory]:
         raise RefineFormatError("the model's reply held no MEMORY block and no NONE; "
                                 f"it began: {' '.join((text or '').split())[:120]!r}")
     return out
+
+
+#: A memory says something in words: a summary without a word of three letters (``] }}``, the tail of
+#: a small model's broken JSON) is no memory.
+_WORDY = re.compile(r"[^\W\d_]{3,}")
 
 
 def _looks_like_spec(rest: str) -> bool:
@@ -386,7 +391,7 @@ def _json_memories(obj: dict[str, Any], n: int) -> list[ParsedMemory] | None:
             continue
         body = item.get("summary") or item.get("text") or item.get("note") or ""
         body = " ".join(str(body).split()) if isinstance(body, (str, int, float)) else ""
-        if not body or _NONE.match(body):
+        if not body or _NONE.match(body) or not _WORDY.search(body):
             continue
         raw = item.get("sources")
         raw = raw if isinstance(raw, list) else [raw]

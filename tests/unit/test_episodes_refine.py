@@ -488,3 +488,12 @@ def test_two_refine_processes_on_one_file(ollama_home, tmp_path: Path) -> None:
                 assert (await cur.fetchone())[0] == 8
 
     asyncio.run(check())
+
+
+def test_a_summary_without_a_word_is_no_memory() -> None:
+    """SmolLM2's broken JSON once left a memory reading ``] }}``."""
+    from wisp.core.episodes.refine import read_memories
+
+    assert read_memories('{"memories": [{"summary": "] }}", "sources": [1]}]}', 2) == []
+    kept = read_memories('{"memories": [{"summary": "We launch on Friday.", "sources": [1]}]}', 2)
+    assert [m.summary for m in kept] == ["We launch on Friday."]
