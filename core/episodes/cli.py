@@ -281,6 +281,8 @@ def _fallback_line(s: dict[str, Any]) -> str:
         parts.append(f"{f['retried']} kept something once asked again, more strictly")
     if f.get("retried-nothing"):
         parts.append(f"{f['retried-nothing']} still kept nothing after the stricter retry")
+    if f.get("stated"):
+        parts.append(f"{f['stated']} kept what the person stated, in their words (the model kept nothing twice)")
     return f"{total} batch{'es' if total != 1 else ''}: " + "; ".join(parts)
 
 

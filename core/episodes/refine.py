@@ -364,6 +364,9 @@ def parse_reply(text: str, n: int) -> list[ParsedMemory]:
     return out
 
 
+#: When the model, asked twice, keeps nothing of exchanges that state a decision, a correction or
+#: unfinished work, wisp keeps at most this many of those statements as memories, in the person's words.
+MAX_STATED_KEPT = 3
 #: A memory says something in words: a summary without a word of three letters (``] }}``, the tail of
 #: a small model's broken JSON) is no memory.
 _WORDY = re.compile(r"[^\W\d_]{3,}")
@@ -723,6 +726,10 @@ class Refiner:
                                                       max_tokens=max_tokens, schema=STRICT_SCHEMA, temperature=0.2)
                 parsed, unstructured = _read_or_keep(again, n)
                 fallback = "retried-nothing" if not parsed else ("unstructured" if unstructured else "retried")
+                if not parsed:  # asked twice, the model kept nothing: what the person stated is kept as said
+                    parsed = [ParsedMemory(cap_summary(f'The person said: "{sentence}"'), [i])
+                              for i, _, sentence in statements[:MAX_STATED_KEPT]]
+                    fallback = "stated"
         if fallback is not None:
             report.fallbacks[fallback] = report.fallbacks.get(fallback, 0) + 1
         return await record_batch(self.store, batch, self.owner, parsed, self._info.model if self._info else None,
