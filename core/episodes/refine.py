@@ -718,6 +718,9 @@ class Refiner:
         text = await self.side_call.complete(messages, max_tokens=max_tokens, schema=MEMORY_SCHEMA,
                                              temperature=0.2)
         parsed, fallback = _read_or_keep(text, n)
+        parsed, dropped = supported_memories(parsed, batch.candidates)
+        if dropped and not parsed:
+            fallback = None  # every memory was about something else: as good as nothing
         if not parsed and fallback is None:
             statements = batch_statements(batch.candidates)
             if statements:  # an empty or NONE answer to exchanges that state something: ask once more
@@ -725,6 +728,7 @@ class Refiner:
                 again = await self.side_call.complete(strict_messages(messages, text, statements),
                                                       max_tokens=max_tokens, schema=STRICT_SCHEMA, temperature=0.2)
                 parsed, unstructured = _read_or_keep(again, n)
+                parsed, _ = supported_memories(parsed, batch.candidates)
                 fallback = "retried-nothing" if not parsed else ("unstructured" if unstructured else "retried")
                 if not parsed:  # asked twice, the model kept nothing: what the person stated is kept as said
                     parsed = [ParsedMemory(cap_summary(f'The person said: "{sentence}"'), [i])
@@ -751,6 +755,24 @@ class Refiner:
                 " exchanges = ?, memories = ?, model_calls = ?, error = ? WHERE id = ?",
                 (_now(), report.outcome, report.model, report.batches, report.failed_batches, report.exchanges,
                  len(report.memories), report.model_calls, error, report.job_id))
+
+
+def supported_memories(parsed: list[ParsedMemory], batch: list[Candidate]) -> tuple[list[ParsedMemory], int]:
+    """The memories of ``parsed`` that their source exchanges support (the
+    running summary's rule, :func:`wisp.core.context.support.support`: at
+    least half of a memory's content words occur in the exchanges it names),
+    and how many were dropped. SmolLM2 has answered a batch about a launch
+    date with "How to turn a website on and off in 1 minute". A memory kept
+    as the model's answer as it came (unstructured) is judged the same way."""
+    from ..context.support import support
+
+    kept: list[ParsedMemory] = []
+    for m in parsed:
+        sources = [batch[i - 1] for i in m.sources if 1 <= i <= len(batch)] or batch
+        text = "\n".join(f"{c.request}\n{c.reply}" for c in sources)
+        if support(m.summary, text).supported:
+            kept.append(m)
+    return kept, len(parsed) - len(kept)
 
 
 def _read_or_keep(text: str, n: int) -> tuple[list[ParsedMemory], str | None]:

@@ -500,3 +500,15 @@ def test_a_summary_without_a_word_is_no_memory() -> None:
     assert read_memories('{"memories": [{"summary": "] }}", "sources": [1]}]}', 2) == []
     kept = read_memories('{"memories": [{"summary": "We launch on Friday.", "sources": [1]}]}', 2)
     assert [m.summary for m in kept] == ["We launch on Friday."]
+
+
+async def test_a_memory_about_something_else_is_dropped_and_the_statement_kept(store: Store, config: Config) -> None:
+    """SmolLM2 answered a batch stating a launch day with memories about turning a website on and off."""
+    await add_exchange(store, "We decided the website launch is on Friday. Please remember that.", "Noted.")
+    off = json.dumps({"memories": [{"summary": "How to switch a router off and on again in one minute, with "
+                                               "cables, lights and the vendor's support hotline.", "sources": [1]}]})
+    with FakeOllama([reply(text(off)), reply(text(off))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert report.model_calls == 2 and report.fallbacks == {"stated": 1} and len(report.memories) == 1
+    status = await read_status(store.db)
+    assert status["fallbacks"] == {"stated": 1}
