@@ -126,5 +126,40 @@ async def tools_command(session: Any, words: list[str], rest: str) -> CommandRes
         lines.append(f"| `{r['name']}` | {acts} | {r['tokens']:,} | {r['description']} |")
     lines.append(f"| **total** | | **{total:,}** | sent with every request |")
     text = f"Tools {origin}:\n\n" + "\n".join(lines)
+    layer = await _tools_layer(session)
+    text += "\n\n" + counted_note(layer)
     return CommandResult(text, title="tools", data={"tools": rows, "total_tokens": total,
+                                                    "layer_tokens": layer[0] if layer else None,
                                                     "source": choice.source if choice else None})
+
+
+async def _tools_layer(session: Any) -> tuple[int, str, str] | None:
+    """The tools layer as F5 (``/inspect context``) reports it for the next
+    request: ``(tokens, how, mode)``, or ``None`` when nothing can be composed
+    (no context manager, nothing stored yet). Composing makes no model call."""
+    manager = getattr(session, "context", None)
+    if manager is None or not hasattr(manager, "compose"):
+        return None
+    from .context.inspect import inspect_context
+
+    try:
+        report = await inspect_context(manager, session.conversation_id or 0)
+    except Exception:  # noqa: BLE001 - the table stands without the layer's figure
+        return None
+    row = next((r for r in report.rows if r.key == "tools"), None)
+    return (row.tokens, row.how, report.tool_mode) if row is not None else None
+
+
+def counted_note(layer: tuple[int, str, str] | None) -> str:
+    """What ``/tools`` counts against what F5 counts, in one paragraph: the
+    two figures differ because they count different things, and the person
+    should not have to guess which one the request pays."""
+    text = ("The tokens column is wisp's estimate of each tool's schema alone (about 4 characters a token, "
+            "before any calibration).")
+    if layer is None:
+        return text
+    tokens, how, mode = layer
+    form = ("written into the system message as instructions, since this endpoint takes tools in the prompt"
+            if mode == "prompted" else "as the request's tools field")
+    return text + (f" F5's tools layer counts them as the next request sends them ({form}), {how}: "
+                   f"**{tokens:,}** tokens; that is what every request pays.")

@@ -30,8 +30,20 @@ command that chains, pipes, redirects, expands or comments (``;``, ``&&``,
 ``|``, ``>``, ``$X``, ``$(…)``, backquotes, ``#``, ``*``, ``~``, a newline,
 a character beyond ASCII …) is always asked about, since ``pytest; rm -rf ~``
 begins with ``pytest`` too (issue "Nothing runs, leaks, hangs or is lost
-that shouldn't be"). Beware that a prefix such as ``sh``, ``env``, ``eval``,
-``xargs`` or ``find`` allows whatever its words say to run.
+that shouldn't be").
+
+An allow-list entry vouches only for what its words say: a command under an
+allowed prefix whose options run another program, write or pipe to a pager
+still asks (:func:`wisp.core.tools.command_rules.needs_approval`, one table
+per program), and so does a git command in a repository whose config names
+an external diff. "Always allow" never offers, nor saves, a prefix for an
+interpreter, a shell or a wrapper (:func:`wisp.core.tools.command_rules.standing_refusal`).
+
+Where commands have no sandbox (:func:`wisp.core.tools.sandbox.probe`), no
+allow list is used: every command is asked about (and ``wisp ask`` runs none).
+The question says so: the request handed to ``ask`` carries
+:func:`wisp.core.tools.sandbox.approval_notice` as its ``notice``, which the
+TUI's modal shows (``wisp ask`` prints the same line once).
 """
 
 from __future__ import annotations
@@ -40,12 +52,13 @@ import asyncio
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ..paths import atomic_write_private, wisp_home
+from . import command_rules
 from .shell import NotSimple, is_simple_command, simple_command_words, simple_words
 
 __all__ = ["ApprovalRequest", "Approval", "Approvals", "WorkspaceAllowList", "suggest_prefix",
@@ -71,7 +84,9 @@ class ApprovalRequest:
     line, the ``workdir`` it would run in, and the conversation and turn.
     For an MCP tool, ``tool`` is its wisp name (``mcp__git__commit``),
     ``server`` its server, ``arguments`` what the model gave it, and
-    ``command`` a one-line rendering of the call for lists and logs."""
+    ``command`` a one-line rendering of the call for lists and logs.
+    ``notice`` is a line the question shows with the command, or ``None``:
+    that commands have no sandbox here (set by :class:`Approvals`)."""
 
     tool: str
     command: str
@@ -80,6 +95,7 @@ class ApprovalRequest:
     turn: int | None = None
     server: str | None = None
     arguments: dict[str, Any] | None = None
+    notice: str | None = None
 
     @property
     def is_mcp(self) -> bool:
@@ -89,8 +105,12 @@ class ApprovalRequest:
     @property
     def suggested_prefix(self) -> str:
         """The prefix an "always allow" would use (see :func:`suggest_prefix`);
-        for an MCP tool, its name."""
-        return self.tool if self.is_mcp else suggest_prefix(self.command)
+        for an MCP tool, its name; ``""`` (no "always" is offered) for a
+        command asked about because there is no sandbox, since no allow list
+        is used then and a saved prefix would do nothing."""
+        if self.is_mcp:
+            return self.tool
+        return "" if self.notice else suggest_prefix(self.command)
 
 
 @dataclass(frozen=True)
@@ -103,11 +123,24 @@ class Approval:
     choice: str
     source: str
     prefix: str | None = None
+    #: Why an allow-list entry that matched did not vouch for the command
+    #: (its options run, write or pipe; or there is no sandbox), if so.
+    reason: str | None = None
+
+    @property
+    def read_only(self) -> bool:
+        """True when the command runs on the allow list's word alone: it sees the
+        file system read-only, its working directory too. A command the person
+        approved may write its working directory."""
+        return self.choice == "allow_list"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as stored in a tool result's ``meta["approval"]``."""
-        return {"allowed": self.allowed, "choice": self.choice, "source": self.source,
-                "prefix": self.prefix}
+        out = {"allowed": self.allowed, "choice": self.choice, "source": self.source,
+               "prefix": self.prefix}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 #: What the TUI's ask function returns: ``("once", None)``, ``("always",
@@ -121,18 +154,24 @@ def suggest_prefix(command: str) -> str:
     ``command``: its program, plus the subcommand for programs that have them
     (``git status -s`` → ``git status``; ``python -m pytest -q`` → ``python -m
     pytest``; ``pytest -q tests`` → ``pytest``). Empty when ``command`` is
-    not simple (no prefix can allow it; see :mod:`wisp.core.tools.shell`)."""
+    not simple (no prefix can allow it; see :mod:`wisp.core.tools.shell`), and
+    when no standing prefix may hold it: an interpreter, shell or wrapper
+    (``python3 -c …``, ``sh``, ``env``, ``xargs``), ``git`` or ``find`` alone, a
+    program that always asks (``rm``, ``vim``), or a command whose own options
+    would ask under the prefix (:func:`wisp.core.tools.command_rules.offered_prefix`)."""
     words = simple_command_words(command)
     if not words:
         return ""
     program = words[0]
     base = program.rsplit("/", 1)[-1]
     if re.match(r"^python(\d(\.\d+)?)?$", base) and len(words) >= 3 and words[1] == "-m":
-        return shlex.join(words[:3])
-    if base in _SUBCOMMAND_PROGRAMS and len(words) >= 2 and not words[1].startswith("-") \
+        suggested = words[:3]
+    elif base in _SUBCOMMAND_PROGRAMS and len(words) >= 2 and not words[1].startswith("-") \
             and "/" not in words[1] and "=" not in words[1]:
-        return shlex.join(words[:2])
-    return shlex.join(words[:1])
+        suggested = words[:2]
+    else:
+        suggested = words[:1]
+    return shlex.join(command_rules.offered_prefix(words, suggested))
 
 
 def prefix_matches(command: str, prefix: str) -> bool:
@@ -266,14 +305,26 @@ class Approvals:
             matches = lambda prefix: prefix_matches(request.command, prefix)  # noqa: E731
         lists = {"config": config_list, "workspace": workspace_list}
         decision: Approval | None = None
-        for source, prefixes in (("config", config_list), ("workspace", workspace_list)):
-            hit = next((p for p in prefixes if matches(p)), None)
-            if hit is not None:
-                decision = Approval(True, "allow_list", source, hit)
-                break
+        reason: str | None = None
+        if not request.is_mcp and not self.sandboxed():
+            from . import sandbox
+
+            request = replace(request, notice=sandbox.approval_notice())  # the question says so
+            if any(matches(p) for p in (*config_list, *workspace_list)):
+                reason = "commands have no sandbox here, so no allow list is used"
+        else:
+            for source, prefixes in (("config", config_list), ("workspace", workspace_list)):
+                for hit in (p for p in prefixes if matches(p)):
+                    why = None if request.is_mcp else self._vouches(request, hit, config_list + workspace_list)
+                    if why is None:
+                        decision = Approval(True, "allow_list", source, hit)
+                        break
+                    reason = reason or why
+                if decision is not None:
+                    break
         error = None
         if decision is None and self.ask is None:
-            decision = Approval(False, "needs_approval", "none")
+            decision = Approval(False, "needs_approval", "none", reason=reason)
         if decision is None:
             try:
                 choice, prefix = await self.ask(request)  # type: ignore[misc]
@@ -290,6 +341,10 @@ class Approvals:
                 except (OSError, ValueError) as exc:
                     error = f"allowed once; the choice was not saved: {exc}"
                 decision = Approval(True, "always", "person", request.tool)
+            elif choice == "always" and prefix and prefix_matches(request.command, prefix) \
+                    and (refused := self._refuse_standing(request, prefix)):
+                error = f"allowed once; the prefix {prefix!r} was not saved: {refused}"
+                decision = Approval(True, "once", "person")
             elif choice == "always" and prefix and prefix_matches(request.command, prefix):
                 try:
                     self.workspace.add(request.workdir, prefix, request.conversation_id)
@@ -301,8 +356,50 @@ class Approvals:
                 decision = Approval(True, "once", "person")
             else:
                 decision = Approval(False, "deny", "person")
+        if reason and decision.reason is None and decision.choice != "allow_list":
+            decision = Approval(decision.allowed, decision.choice, decision.source, decision.prefix, reason)
         self._audit(request, decision, lists, error)
         return decision
+
+    def sandboxed(self) -> bool:
+        """True when commands run in the sandbox (:func:`wisp.core.tools.sandbox.probe`).
+        Without it no allow list is used; the TUI's question and ``wisp ask``'s
+        line say so (the request's ``notice``), and elsewhere (``wisp mcp
+        serve``) the notice goes to standard error once."""
+        from . import sandbox
+
+        if sandbox.probe().available:
+            return True
+        if self.transport not in ("tui", "ask"):
+            sandbox.notice_once()
+        return False
+
+    @staticmethod
+    def _vouches(request: ApprovalRequest, hit: str, prefixes: list[str]) -> str | None:
+        """Why the allow-list entry ``hit`` does not vouch for ``request``'s
+        command (:func:`~wisp.core.tools.command_rules.needs_approval`; for git,
+        also its repository's config), or None when it does."""
+        words = simple_command_words(request.command) or []
+        entries = [w for w in (simple_command_words(p) for p in prefixes) if w]
+
+        def allowed(inner: list[str]) -> list[str] | None:
+            return max((e for e in entries if inner[:len(e)] == e), key=len, default=None)
+
+        why = command_rules.needs_approval(words, simple_command_words(hit) or [], allowed)
+        if why is None and "git" in (command_rules.program_name(w) for w in words[:3]):
+            names = command_rules.repository_config_names(str(request.workdir))
+            why = command_rules.git_repository_asks(names)
+        return why
+
+    @staticmethod
+    def _refuse_standing(request: ApprovalRequest, prefix: str) -> str | None:
+        """Why ``prefix`` may not be saved for "always" (an interpreter, shell
+        or wrapper; or a prefix under which this very command would still ask)."""
+        words = simple_command_words(prefix) or []
+        why = command_rules.standing_refusal(words)
+        if why is None:
+            why = command_rules.needs_approval(simple_command_words(request.command) or [], words)
+        return why
 
     def _audit(self, request: ApprovalRequest, decision: Approval, lists: dict[str, list[str]],
                error: str | None = None) -> None:
@@ -313,6 +410,8 @@ class Approvals:
         if request.is_mcp:
             payload["server"] = request.server
             payload["arguments"] = request.arguments
+        if request.notice:  # asked without a sandbox
+            payload["sandbox"] = "none"
         if error:
             payload["error"] = error
         self.audit.write("approval", payload, conversation=request.conversation_id, turn=request.turn)

@@ -8,6 +8,9 @@ lost that shouldn't be", "Nothing hangs"):
   (:func:`wisp.core.paths.confined_path`, the one confinement rule).
 - Only regular files are read: a FIFO, a device or a socket is refused
   before anything opens it (:func:`wisp.core.paths.open_regular`).
+- A file with more than one hard link is refused unless reads outside the
+  working directory are allowed: its other name may lie outside, and a hard
+  link, unlike a symlink, does not say where (:class:`HardLinked`).
 - The reading happens in a thread, never on the event loop, and within
   :data:`READ_DEADLINE_S` seconds; past it the tool answers that the file
   system is too slow, and the thread stops at its next chunk.
@@ -45,6 +48,15 @@ CHUNK = 1 << 20
 COUNT_LIMIT = 32 << 20
 #: Bytes at the start of the file that must hold no NUL for it to count as text.
 BINARY_SNIFF = 8192
+
+
+class HardLinked(OSError):
+    """The file has ``links`` hard links (``st_nlink`` > 1), so it may be a
+    file outside the working directory under a second name."""
+
+    def __init__(self, links: int) -> None:
+        super().__init__(f"{links} hard links")
+        self.links = links
 
 
 class _Stopped(Exception):
@@ -118,13 +130,18 @@ class ReadFile:
         stop = threading.Event()
         try:
             page = await asyncio.wait_for(
-                asyncio.to_thread(_read, path, offset, limit, max_bytes, from_byte, stop),
+                asyncio.to_thread(_read, path, offset, limit, max_bytes, from_byte, stop, allow_outside),
                 timeout=READ_DEADLINE_S)
         except asyncio.TimeoutError:
             return ToolResult(f"error: reading {raw} took longer than {READ_DEADLINE_S:g} s; the file system "
                               "may be slow or hung. Try a smaller page, or another file.", ok=False)
         except FileNotFoundError:
             return ToolResult(f"error: no file {raw} in {workdir}", ok=False)
+        except HardLinked as exc:
+            return ToolResult(
+                f"error: {raw} has {exc.links} hard links, so it may be a file outside the working directory "
+                "under another name; read_file does not read it (the person can allow reads outside with "
+                "/config set tools.read_file.allow_outside_workdir on)", ok=False)
         except IsADirectoryError:
             return _directory(raw, path)
         except NotRegularFile as exc:
@@ -187,11 +204,16 @@ def _result(raw: str, path: Path, page: _Page, offset: int, from_byte: int | Non
 
 
 def _read(path: Path, offset: int, limit: int, max_bytes: int, from_byte: int | None,
-          stop: threading.Event) -> _Page:
+          stop: threading.Event, allow_outside: bool = False) -> _Page:
     """Runs in a thread: open (regular files only) and read one page. A
     deadline that passed (``stop`` set) ends it with an empty page that no
-    one reads."""
+    one reads. Raises :class:`HardLinked` for a file of several hard links
+    unless ``allow_outside`` (checked on the open file, so a swap in between
+    is caught)."""
     with open_regular(path) as fh:
+        links = os.fstat(fh.fileno()).st_nlink
+        if links > 1 and not allow_outside:
+            raise HardLinked(links)
         try:
             return _read_page(fh, offset, limit, max_bytes, from_byte, stop)
         except _Stopped:

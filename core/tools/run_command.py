@@ -8,12 +8,22 @@ Rules (issue "Tools that act", "run_command"):
 - The command runs under ``/bin/sh -c -- COMMAND`` (:func:`~wisp.core.tools.shell.shell_argv`)
   in its own process group (a new session), with no standard input, in the
   conversation's working directory.
-- It gets wisp's environment without its secrets (:func:`command_environment`):
-  the variable config ``model.api_key_env`` names, and every variable whose
-  name matches a pattern of config ``tools.run_command.env_drop`` (by default
-  :data:`DEFAULT_ENV_DROP`: names that look like keys, tokens, secrets,
-  passwords, credentials, and ``AWS_*``). Issue "Nothing runs, leaks, hangs
-  or is lost that shouldn't be", "Secrets reach commands".
+- It runs in the sandbox (:mod:`wisp.core.tools.sandbox`, bubblewrap): its
+  own PID namespace, no network unless config ``tools.run_command.network``,
+  the file system read-only, wisp's home and data hidden. A command the
+  allow list let run sees its working directory read-only too (unless
+  config ``tools.run_command.allow_writes``); one the person approved may
+  write it. Without a sandbox it runs under ``/bin/sh``
+  directly, and only after the person approved it (see :mod:`.approval`).
+- It gets a clean environment, never wisp's (:func:`command_environment`):
+  ``PATH`` without relative or empty entries (an allowed name must not run
+  the repository's own file), ``HOME``, ``LANG``, ``LC_*``, ``TERM``, ``TZ``,
+  the names config ``tools.run_command.env_pass`` lists, and the settings
+  that keep pagers off, and for a command the allow list let run, those that
+  keep a repository's config from running programs
+  (:func:`allow_list_environment`). The variable config
+  ``model.api_key_env`` names, and every name matching config
+  ``tools.run_command.env_drop``, are never passed, even when listed.
 - It dies with wisp, even on ``kill -9`` (same issue, "Nothing is lost"):
   on Linux the shell gets ``PR_SET_PDEATHSIG`` = SIGKILL, and a watchdog
   (:data:`WATCHDOG`, a tiny ``/bin/sh`` outside the group) holds a pipe from
@@ -63,6 +73,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import SCHEMA
+from . import command_rules, sandbox
 from .approval import ApprovalRequest, suggest_prefix
 from .base import ToolContext, ToolResult
 from .shell import SHELL, NotSimple, shell_argv, simple_words
@@ -84,9 +95,11 @@ DEFAULT_MAX_OUTPUT = 1048576
 
 #: Config ``tools.run_command.env_drop``'s default (kept with the schema).
 DEFAULT_ENV_DROP = SCHEMA["tools.run_command.env_drop"].default
-#: Names never dropped even when a pattern matches them: the shell and the
-#: programs it runs need them, and none holds a secret.
-_ENV_KEEP = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "PWD", "TMPDIR"})
+#: Names a command always gets from wisp's environment (besides ``LC_*`` and
+#: those config ``tools.run_command.env_pass`` lists): none holds a secret.
+ENV_KEEP = ("PATH", "HOME", "LANG", "TERM", "TZ")
+#: The ``PATH`` a command gets when wisp's own has no absolute entry.
+FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 #: The watchdog's script (argument: nothing; stdin: wisp's pipe). It reads the
 #: command's process group id, then waits: a line means the command ended and
@@ -259,7 +272,8 @@ class RunCommand:
                               ok=False, meta=meta)
         meta["approval"] = decision.to_dict()
         if not decision.allowed:
-            return ToolResult(_refusal(decision.choice, command, ctx), ok=False, meta=meta)
+            return ToolResult(_refusal(decision.choice, command, ctx, getattr(decision, "reason", None)),
+                              ok=False, meta=meta)
         return await self._execute(command, workdir, ctx, meta)
 
     async def _execute(self, command: str, workdir: Path, ctx: ToolContext,
@@ -285,7 +299,25 @@ class RunCommand:
                     fed += len(chunk)
                 emitter.add(text, len(chunk))
 
-        env = command_environment(ctx.config)
+        approval = meta.get("approval") or {}
+        allowed = approval.get("choice") == "allow_list"  # run on the allow list's word alone
+        env = allow_list_environment(ctx.config, workdir, command) if allowed else command_environment(ctx.config)
+        found = sandbox.probe()
+        argv = shell_argv(command)
+        writable = approval.get("choice") != "allow_list" or bool(
+            ctx.setting("tools.run_command.allow_writes", False))
+        if found.available and found.bwrap:
+            argv = sandbox.sandbox_argv(
+                found.bwrap, argv, workdir, writable=writable,
+                network=bool(ctx.setting("tools.run_command.network", False)), hidden=_wisp_dirs(ctx.config),
+                env=env, home=os.environ.get("HOME"), own_home=allowed)
+            env = sandbox.sandbox_environment(env, own_home=allowed)
+            meta["sandbox"] = "workdir writable" if writable else "read-only"
+        else:
+            meta["sandbox"] = "none"
+            notice = sandbox.notice_once(quiet=True)  # said in the result, where the person reads its output
+            if notice:
+                meta["sandbox_notice"] = notice
         loop = asyncio.get_running_loop()
         exited = asyncio.Event()
 
@@ -301,13 +333,13 @@ class RunCommand:
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _Protocol(limit=READ_CHUNK, loop=loop),
-                *shell_argv(command), cwd=str(workdir), env=env,
+                *argv, cwd=str(workdir), env=env,
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_parent())
         except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: a NUL in the command
             watchdog.done()
-            return ToolResult(f"error: could not start {SHELL}: {getattr(exc, 'strerror', None) or exc}",
+            return ToolResult(f"error: could not start {argv[0]}: {getattr(exc, 'strerror', None) or exc}",
                               ok=False, meta=meta)
         watchdog.guard(transport.get_pid())
         proc = asyncio.subprocess.Process(transport, protocol, loop)
@@ -376,6 +408,8 @@ class RunCommand:
         elif background:
             lines.append("[processes the command left running in the background, still writing to its "
                          "output, were ended]")
+        if meta.get("sandbox_notice"):
+            lines.append(f"[{meta['sandbox_notice']}]")
         if status is None:
             lines.append("[exit status: unknown, the process could not be waited for]")
         elif status < 0:
@@ -387,12 +421,16 @@ class RunCommand:
 
 
 def command_environment(config: Any) -> dict[str, str]:
-    """The environment a command runs with: wisp's own, without the variable
-    config ``model.api_key_env`` names and without every variable whose name
-    matches a glob pattern of config ``tools.run_command.env_drop`` (default
-    :data:`DEFAULT_ENV_DROP`; matched without regard to case; ``PATH``,
-    ``HOME`` and the like are always kept), with pagers and colour turned off
-    (``PAGER=cat``, ``TERM=dumb`` …) so that no command waits on a terminal."""
+    """The environment a command runs with, built afresh, never wisp's own:
+    ``PATH`` with only its absolute entries (a relative or empty entry would
+    let an allowed name run a file of the working directory; none left gives
+    :data:`FALLBACK_PATH`), ``HOME``, ``LANG``, ``TERM``, ``TZ``, every
+    ``LC_*``, and the names config ``tools.run_command.env_pass`` lists; of
+    those, the variable config ``model.api_key_env`` names and every name
+    matching a glob pattern of config ``tools.run_command.env_drop`` (any
+    case) are left out all the same. Pagers and colour are turned off
+    (``PAGER=cat``, ``TERM=dumb`` …) so that no command waits on a
+    terminal."""
     def setting(key: str, default: Any) -> Any:
         try:
             value = config.get(key) if config is not None else None
@@ -402,16 +440,54 @@ def command_environment(config: Any) -> dict[str, str]:
 
     patterns = [str(p).upper() for p in setting("tools.run_command.env_drop", DEFAULT_ENV_DROP)]
     key_name = setting("model.api_key_env", None)
+    wanted = set(ENV_KEEP) | {str(n) for n in setting("tools.run_command.env_pass", [])}
     env = {}
     for name, value in os.environ.items():
+        if name not in wanted and not name.startswith("LC_"):
+            continue
         if name == key_name:
             continue
-        if name not in _ENV_KEEP and any(fnmatch.fnmatchcase(name.upper(), p) for p in patterns):
+        if name not in ENV_KEEP and any(fnmatch.fnmatchcase(name.upper(), p) for p in patterns):
             continue
         env[name] = value
+    entries = [e for e in env.get("PATH", "").split(os.pathsep) if e and os.path.isabs(e)]
+    env["PATH"] = os.pathsep.join(dict.fromkeys(entries)) or FALLBACK_PATH
     env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0",
                 "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "TERM": "dumb"})
     return env
+
+
+def allow_list_environment(config: Any, workdir: Path, command: str) -> dict[str, str]:
+    """:func:`command_environment` for a command that runs on the allow
+    list's word alone, plus what keeps git to its words: no system or global
+    config (:data:`~wisp.core.tools.command_rules.GIT_ENV`), and a
+    repository's fsmonitor, pager, filters and text conversions switched off
+    (:func:`~wisp.core.tools.command_rules.git_overrides`; the repository's
+    settings are read only when the command mentions git). A command the
+    person approved keeps git as the person has it (identity, LFS filters):
+    a filter made ``cat`` would store a large file whole."""
+    env = command_environment(config)
+    env.update(command_rules.GIT_ENV)
+    names = command_rules.repository_config_names(str(workdir)) if "git" in command else ()
+    env.update(command_rules.git_overrides(names))
+    return env
+
+
+def _wisp_dirs(config: Any) -> list[Path]:
+    """wisp's own directories, hidden from every command: its home (config,
+    approvals), its data directory, and the database's and audit log's
+    directories the config names."""
+    from ..paths import default_data_dir, wisp_home
+
+    dirs = [wisp_home(), default_data_dir()]
+    for attr in ("db_path", "audit_dir"):
+        try:
+            value = getattr(config, attr)
+        except Exception:
+            continue
+        if value is not None:
+            dirs.append(Path(value) if attr == "audit_dir" else Path(value).parent)
+    return dirs
 
 
 _PRCTL: Any = None
@@ -554,7 +630,7 @@ async def _settle(reader: asyncio.Future[Any], proc: asyncio.subprocess.Process)
             pass
 
 
-def _refusal(choice: str, command: str, ctx: ToolContext) -> str:
+def _refusal(choice: str, command: str, ctx: ToolContext, reason: str | None = None) -> str:
     """The text the model gets for a command that did not run."""
     if choice == "needs_approval":
         allow = ctx.setting("tools.run_command.allow", []) or []
@@ -562,6 +638,13 @@ def _refusal(choice: str, command: str, ctx: ToolContext) -> str:
         head = (f"The command did not run: it needs the person's approval, and no one can give it "
                 f"here. Without the TUI, wisp runs only simple commands that begin with a prefix listed "
                 f"in config tools.run_command.allow (now: {listed}).")
+        if not sandbox.probe().available:
+            return (f"{head} Commands have no sandbox here ({sandbox.probe().reason}), so the allow list is "
+                    f"not used and every command needs the person's approval (apt-get install "
+                    f"{sandbox.PACKAGE} brings the sandbox).")
+        if reason:
+            return (f"{head} An allowed prefix matched, but {reason}, so it still needs approval. Tell "
+                    "the person which command you wanted to run and why, or run a plainer one.")
         try:
             simple_words(command)
         except NotSimple as exc:
@@ -569,6 +652,9 @@ def _refusal(choice: str, command: str, ctx: ToolContext) -> str:
                     "Run one program with plain words, or tell the person which command you wanted to "
                     "run and why.")
         prefix = suggest_prefix(command)
+        if not prefix:
+            return (f"{head} No standing prefix can allow this one (an interpreter, shell or wrapper, or a "
+                    "program that writes): tell the person which command you wanted to run and why.")
         return (f"{head} Tell the person which command you wanted to run and why; they can allow it "
                 f"with: wisp config set tools.run_command.allow '[\"{prefix}\"]'")
     if choice == "stopped":

@@ -47,7 +47,7 @@ def ctx(workdir: Path, cfg: Config, approve=allow, emit=None) -> ToolContext:
     return ToolContext(workdir=workdir, config=cfg, conversation_id=1, turn=1, emit=emit, approve=approve)
 
 
-from tests.support.processes import alive, wait_gone  # noqa: E402,F401
+from tests.support.processes import alive, pids_of, unique_seconds, wait_argv_gone, wait_gone  # noqa: E402,F401
 
 
 def test_registered_and_acts() -> None:
@@ -79,26 +79,32 @@ async def test_no_approver_means_nothing_runs(tmp_path: Path) -> None:
 
 
 async def test_timeout_ends_the_command_and_its_children(tmp_path: Path) -> None:
-    # the child ignores SIGTERM, so only the SIGKILL to the whole group ends it
-    cmd = "sh -c 'trap \"\" TERM; sleep 300 & echo child $!; sleep 300 & echo child $!; wait'"
+    # the child ignores SIGTERM, so only the SIGKILL to the whole group ends it; the pids the
+    # command prints are its sandbox's, so the children are found by their argv
+    t = unique_seconds()
+    cmd = f"sh -c 'trap \"\" TERM; sleep {t} & echo child $!; sleep {t} & echo child $!; wait'"
     started = time.monotonic()
     result = await RunCommand().run({"command": cmd}, ctx(tmp_path, config(tmp_path, timeout_s=1)))
     took = time.monotonic() - started
     pids = [int(p) for p in re.findall(r"child (\d+)", result.content)]
     assert len(pids) == 2, result.content
-    assert wait_gone(pids) == [], "a child outlived the timeout"
+    assert wait_argv_gone(["sleep", t]) == [], "a child outlived the timeout"
     assert result.meta["timed_out"] and not result.ok
     assert "timed out after 1 s" in result.content and "were ended" in result.content
     assert took < 10
 
 
 async def test_background_children_holding_the_output_are_ended(tmp_path: Path) -> None:
-    result = await RunCommand().run({"command": "sleep 300 & echo bg $!"},
+    t = unique_seconds(1)
+    result = await RunCommand().run({"command": f"sleep {t} & echo bg $!"},
                                     ctx(tmp_path, config(tmp_path, timeout_s=30)))
-    pid = int(re.search(r"bg (\d+)", result.content).group(1))
-    assert wait_gone([pid]) == []
-    assert result.meta["background_ended"] and result.meta["exit_status"] == 0
-    assert "background" in result.content and result.meta["duration_s"] < 10
+    assert re.search(r"bg (\d+)", result.content)
+    assert wait_argv_gone(["sleep", t]) == []
+    assert result.meta["exit_status"] == 0 and result.meta["duration_s"] < 10
+    if result.meta["sandbox"] == "none":  # wisp ends them after DRAIN_S, and says so
+        assert result.meta["background_ended"] and "background" in result.content
+    else:  # the sandbox's PID namespace ends with the shell, and everything in it
+        assert not result.meta["background_ended"]
 
 
 async def test_100_mb_of_output_stays_within_the_cap(tmp_path: Path) -> None:
@@ -177,17 +183,18 @@ async def test_output_streams_while_the_command_runs(tmp_path: Path) -> None:
 
 async def test_cancelling_ends_the_group_and_says_stopped(tmp_path: Path) -> None:
     pieces: list[str] = []
-    task = asyncio.ensure_future(RunCommand().run({"command": "sleep 300 & echo child $!; wait"},
+    t = unique_seconds(2)
+    task = asyncio.ensure_future(RunCommand().run({"command": f"sleep {t} & echo child $!; wait"},
                                                   ctx(tmp_path, config(tmp_path), emit=pieces.append)))
     for _ in range(500):
         if "child" in "".join(pieces):
             break
         await asyncio.sleep(0.01)
-    pid = int(re.search(r"child (\d+)", "".join(pieces)).group(1))
+    assert re.search(r"child (\d+)", "".join(pieces)) and pids_of(["sleep", t])
     task.cancel()
     result = await asyncio.wait_for(task, 30)
     assert result.meta["stopped"] and not result.ok and "stopped by the person" in result.content
-    assert wait_gone([pid]) == []
+    assert wait_argv_gone(["sleep", t]) == []
 
 
 async def test_test_runs_go_into_meta(tmp_path: Path) -> None:
@@ -216,7 +223,9 @@ def test_simple_commands(command: str, simple: bool) -> None:
 @pytest.mark.parametrize("command,prefix", [
     ("pytest -q tests", "pytest"), ("git status -s", "git status"), ("python -m pytest -x", "python -m pytest"),
     ("FOO=1 make test", ""), ("ls; rm x", ""), ("./run.sh --fast", "./run.sh"), ("cargo test --all", "cargo test"),
-    ("git -C x log", "git"), ("", ""),
+    ("git -C x log", ""), ("", ""), ("python3 -c 'print(1)'", ""), ("sh -c ls", ""), ("bash x.sh", ""),
+    ("env ls", ""), ("node a.js", ""), ("find . -name x", ""), ("xargs ls", ""), ("sudo ls", ""),
+    ("touch a", ""), ("git push", ""), ("ls -la", "ls"), ("git diff --output=x", ""),
 ])
 def test_suggested_prefixes(command: str, prefix: str) -> None:
     assert suggest_prefix(command) == prefix
@@ -242,7 +251,8 @@ async def test_approvals_policy_and_audit(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     asked: list[str] = []
-    answers = iter([("deny", None), ("always", "touch"), ("once", None)])
+    answers = iter([("deny", None), ("always", "wc"), ("once", None), ("always", "touch"),
+                    ("always", "python3"), ("always", "python3 -c 'print(1)'"), ("once", None)])
 
     async def ask(request: ApprovalRequest):
         asked.append(request.command)
@@ -251,20 +261,29 @@ async def test_approvals_policy_and_audit(tmp_path: Path) -> None:
     policy = Approvals(config(tmp_path, allow=["ls"]), audit, WorkspaceAllowList(allow_file), ask=ask)
     req = lambda c: ApprovalRequest("run_command", c, work, 7, 2)  # noqa: E731
     assert (await policy(req("ls -la"))).choice == "allow_list"          # config allow list: not asked
-    assert (await policy(req("touch a"))).choice == "deny"               # asked: denied
-    d = await policy(req("touch b"))                                      # asked: always allow "touch"
-    assert d.allowed and d.choice == "always" and d.prefix == "touch"
-    d = await policy(req("touch c"))                                      # the workspace list: not asked
-    assert d.allowed and d.source == "workspace" and d.prefix == "touch"
-    assert (await policy(req("touch d; rm -rf x"))).choice == "once"    # compound: asked again
-    assert asked == ["touch a", "touch b", "touch d; rm -rf x"]
+    assert (await policy(req("wc a"))).choice == "deny"                  # asked: denied
+    d = await policy(req("wc b"))                                         # asked: always allow "wc"
+    assert d.allowed and d.choice == "always" and d.prefix == "wc"
+    d = await policy(req("wc c"))                                         # the workspace list: not asked
+    assert d.allowed and d.source == "workspace" and d.prefix == "wc" and d.read_only
+    assert (await policy(req("wc d; rm -rf x"))).choice == "once"       # compound: asked again
+    # a writer, an interpreter, and an interpreter's code are never saved: allowed once only
+    for command in ("touch a", "python3 -c 'print(1)'", "python3 -c 'print(1)'"):
+        d = await policy(req(command))
+        assert d.allowed and d.choice == "once" and not d.read_only, command
+    d = await policy(req("python3 -c 'import os; os.system(\"touch x\")'"))  # still asked
+    assert d.choice == "once"
+    assert asked == ["wc a", "wc b", "wc d; rm -rf x", "touch a", "python3 -c 'print(1)'",
+                     "python3 -c 'print(1)'", "python3 -c 'import os; os.system(\"touch x\")'"]
     assert stat.S_IMODE(allow_file.stat().st_mode) == 0o600
-    assert WorkspaceAllowList(allow_file).prefixes(work) == ["touch"]
+    assert WorkspaceAllowList(allow_file).prefixes(work) == ["wc"]
     assert WorkspaceAllowList(allow_file).prefixes(tmp_path) == []       # only in this workspace
     events = audit_events(tmp_path / "audit", "approval")
-    assert [e["payload"]["choice"] for e in events] == ["allow_list", "deny", "always", "allow_list", "once"]
+    assert [e["payload"]["choice"] for e in events] == ["allow_list", "deny", "always", "allow_list", "once",
+                                                         "once", "once", "once", "once"]
+    assert "was not saved" in events[5]["payload"]["error"]
     assert events[0]["payload"]["allow_list"]["config"] == ["ls"] and events[0]["payload"]["source"] == "config"
-    assert events[3]["payload"]["allow_list"]["workspace"] == ["touch"]
+    assert events[3]["payload"]["allow_list"]["workspace"] == ["wc"]
     assert all(e["conversation"] == 7 and e["turn"] == 2 and e["payload"]["workdir"] == str(work) for e in events)
 
 

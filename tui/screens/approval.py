@@ -5,7 +5,10 @@ Shows the command and the directory it would run in, with three choices:
 - **y** — allow once;
 - **a** — always allow commands that begin with the prefix shown (editable;
   Tab to it) in this workspace; not offered for a command that chains,
-  pipes or redirects, since a prefix cannot vouch for the rest of it;
+  pipes or redirects, since a prefix cannot vouch for the rest of it, nor
+  when no standing prefix can hold (an interpreter, shell or wrapper, a
+  program that writes: :func:`wisp.core.tools.approval.suggest_prefix`
+  offers none);
 - **n** or **Esc** — deny; the model is told it was denied.
 
 Keys pressed in the first :attr:`ApprovalScreen.ARM_DELAY_S` seconds are
@@ -17,6 +20,10 @@ The screen returns ``(choice, prefix)``: ``("once", None)``,
 For an MCP server's tool that acts (issue 15) it shows the server, the tool
 and its arguments, and **a** always allows that tool in this workspace
 (``("always", tool name)``).
+
+Where commands have no sandbox, the request's ``notice`` (what the core
+says about it: :func:`wisp.core.tools.sandbox.approval_notice`) is shown
+under the command, in the warning colour.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Button, Input, Label, Static
 
+from wisp.core.text import shown_command
 from wisp.core.tool_names import mcp_parts
 from wisp.core.tools.approval import ApprovalRequest, is_simple_command, prefix_matches
 
@@ -56,19 +64,21 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
         self.mcp = bool(getattr(request, "is_mcp", False))
         self.simple = not self.mcp and is_simple_command(request.command)
         self.suggested = request.suggested_prefix if self.simple else ""
+        #: "Always" is offered only with a prefix that can stand.
+        self.offers_always = self.simple and bool(self.suggested)
         self.armed = False
 
     def _compose_mcp(self) -> ComposeResult:
         request = self.request
         tool = (mcp_parts(request.tool) or (None, None))[1] or request.tool
         yield Static("⚠ The model wants to use an MCP tool that acts", classes="approval-title")
-        yield Static(f"server {request.server} · tool {tool} ({request.tool})", id="approval-command",
-                     markup=False)
+        yield Static(shown_command(f"server {request.server} · tool {tool} ({request.tool})"),
+                     id="approval-command", markup=False)
         try:
             args = json.dumps(request.arguments or {}, ensure_ascii=False, indent=2)
         except (TypeError, ValueError):
             args = str(request.arguments)
-        lines = args.splitlines()
+        lines = shown_command(args).split("\n")  # an argument's own control or bidi characters escaped
         if len(lines) > 12:
             lines = lines[:12] + [f"… ({len(lines) - 12} more lines)"]
         yield Static("\n".join(lines), id="approval-arguments", markup=False)
@@ -86,13 +96,27 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
             yield from self._compose_mcp()
             return
         yield Static("⚠ The model wants to run a command", classes="approval-title")
-        yield Static(self.request.command, id="approval-command", markup=False)
+        # everything that runs is shown: line ends marked, empty runs counted, controls and U+202E escaped
+        shown = shown_command(self.request.command)
+        yield Static(shown, id="approval-command", markup=False)
+        if shown.count("\n") >= 10:
+            yield Static(f"({shown.count(chr(10)) + 1} lines shown: every one of them runs; scroll to read them)",
+                         id="approval-lines", markup=False)
         yield Static(f"in {self.request.workdir}", id="approval-dir", markup=False)
-        if self.simple:
+        notice = getattr(self.request, "notice", None)
+        if notice:  # no sandbox here: the core's line, as it says it
+            yield Static(notice, id="approval-sandbox", markup=False)
+        if self.offers_always:
             with Horizontal(id="approval-prefix-row"):
                 yield Label("Always allow commands that begin with:")
                 yield Input(self.suggested, id="approval-prefix")
             yield Static("(in this workspace, from now on; Tab to edit the prefix, Enter to allow it)",
+                         id="approval-note", markup=False)
+        elif notice:  # without a sandbox the notice above says why there is no "always"
+            pass
+        elif self.simple:
+            yield Static("No prefix can always allow this command (it runs code its words give, wraps "
+                         "another program, or writes), so it can only be allowed once.",
                          id="approval-note", markup=False)
         else:
             yield Static("This command chains, pipes, redirects or substitutes, so it can only be "
@@ -100,7 +124,7 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
         yield Static("", id="approval-error", markup=False)
         with Horizontal(id="approval-buttons"):
             yield Button("Allow once (y)", id="once", variant="success")
-            if self.simple:
+            if self.offers_always:
                 yield Button("Always allow (a)", id="always", variant="primary")
             yield Button("Deny (n, Esc)", id="deny", variant="error")
 
@@ -114,7 +138,7 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
     @property
     def prefix(self) -> str:
         """The prefix in the field (the suggestion until the person edits it)."""
-        if not self.simple:
+        if not self.offers_always:
             return ""
         return " ".join(self.query_one("#approval-prefix", Input).value.split())
 
@@ -130,7 +154,7 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
             self.dismiss(("always", self.request.tool))
             return
         if choice == "always":
-            if not self.simple:
+            if not self.offers_always:
                 self._error("This command can only be allowed once (y) or denied (n).")
                 return
             prefix = self.prefix
