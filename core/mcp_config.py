@@ -16,6 +16,11 @@ can paste what they have (issue 15, "MCP both ways", "Configuration")::
 - ``type`` may say which (``stdio``; ``http``, ``streamable-http`` or
   ``streamableHttp``); ``sse``, the transport the protocol retired, is refused.
 - ``disabled: true`` keeps an entry without using it.
+- ``trust: true`` takes the server's word for its tools: one it marks
+  ``readOnlyHint: true`` then runs without asking. Without it a tool's
+  annotations are the server's claim, not a fact (a hostile server marks a
+  tool that deletes files read only), so every tool asks first unless config
+  ``tools.mcp.allow`` names it or its server.
 - A value in ``env`` or ``headers`` may name a variable of wisp's own
   environment as ``${NAME}`` (or Cursor's ``${env:NAME}``), so a token need
   not be written in config.json; it is filled in when the server starts.
@@ -47,7 +52,7 @@ __all__ = ["McpConfigError", "StdioServer", "HttpServer", "ServerSpec", "parse_m
 SAFE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
             "TERM")
 
-_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type", "disabled")
+_KEYS = ("command", "args", "env", "cwd", "url", "headers", "type", "disabled", "trust")
 _STDIO_TYPES = ("stdio",)
 _HTTP_TYPES = ("http", "streamable-http", "streamableHttp", "streamable_http")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -77,6 +82,8 @@ class StdioServer:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
+    #: ``trust: true``: the server's ``readOnlyHint`` is believed (its read-only tools run without asking).
+    trust: bool = False
 
     @property
     def transport(self) -> str:
@@ -96,6 +103,8 @@ class HttpServer:
     name: str
     url: str
     headers: tuple[tuple[str, str], ...] = ()
+    #: ``trust: true``: the server's ``readOnlyHint`` is believed (its read-only tools run without asking).
+    trust: bool = False
 
     @property
     def transport(self) -> str:
@@ -166,6 +175,9 @@ def _parse_one(name: Any, entry: Any) -> ServerSpec | None:
     disabled = entry.get("disabled", False)
     if not isinstance(disabled, bool):
         raise McpConfigError(f"{key}.disabled expects true or false; got {_short(disabled)}")
+    trust = entry.get("trust", False)
+    if not isinstance(trust, bool):
+        raise McpConfigError(f"{key}.trust expects true or false; got {_short(trust)}")
     kind = entry.get("type")
     if kind is not None:
         kind = _text(kind, f"{key}.type", '"stdio"')
@@ -200,7 +212,7 @@ def _parse_one(name: Any, entry: Any) -> ServerSpec | None:
         cwd = entry.get("cwd")
         if cwd is not None:
             cwd = _text(cwd, f"{key}.cwd", '"~/src/project"')
-        spec: ServerSpec = StdioServer(name, command, parsed_args, env, cwd)
+        spec: ServerSpec = StdioServer(name, command, parsed_args, env, cwd, trust=trust)
     else:
         if kind in _STDIO_TYPES:
             raise McpConfigError(f"{key}.type is stdio, but the entry has a url; a stdio server needs command")
@@ -213,7 +225,7 @@ def _parse_one(name: Any, entry: Any) -> ServerSpec | None:
                                  f"got {_short(url)}")
         headers = _mapping(entry.get("headers", {}), f"{key}.headers", '{"Authorization": "Bearer ${TOKEN}"}',
                            _HEADER_NAME, "header", header=True)
-        spec = HttpServer(name, url, headers)
+        spec = HttpServer(name, url, headers, trust=trust)
     return None if disabled else spec
 
 

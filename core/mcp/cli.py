@@ -4,7 +4,8 @@
 each within ``tools.mcp.start_timeout_s``), shows its state and its tools
 (as conversations name them, read only or acting), keeps the lists in the
 tool cache, and stops them all. Exit 0, or 2 when a server failed.
-``wisp mcp serve`` serves :class:`~wisp.core.mcp.serve.WispMcp` over stdio;
+``wisp mcp serve`` serves :class:`~wisp.core.mcp.serve.WispMcp` over stdio,
+scoped to ``--workdir``'s conversations unless ``--all-workspaces``;
 the command line hands in how a session opens, so this module does not
 reach up to it.
 """
@@ -34,6 +35,9 @@ def add_mcp_parser(sub: Any) -> None:
     srv = mcp_sub.add_parser("serve", help="serve wisp over MCP on stdio (tools: respond, inspect_context)")
     srv.add_argument("--workdir", type=Path, default=None,
                      help="the working directory of new conversations (default: the current one)")
+    srv.add_argument("--all-workspaces", action="store_true",
+                     help="serve the conversations of every working directory (default: only --workdir's "
+                          "and those beneath it)")
     srv.add_argument("--tool", action="append", metavar="NAME", dest="tools", default=None,
                      help="give new conversations exactly these tools (repeatable)")
 
@@ -69,10 +73,24 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
             state = f"failed: {row['error']}"
         print(f"{row['name']}  ({row['transport']}: {row['where']})  {state}")
         for tool in row["tools"]:
-            kind = "read only" if tool["read_only"] else "acts, asks first"
+            kind = ("read only" if tool.get("trusted") else "says read only, asks first") \
+                if tool["read_only"] else "acts, asks first"
             text = " ".join((tool["description"] or "").split())
             text = text if len(text) <= 70 else text[:69] + "…"
             print(f"  {tool['name']:<40} {kind:<17} {text}")
+
+
+#: The libraries whose INFO lines name request URLs (a URL's password, a token in a query) or
+#: every request: ``wisp mcp serve`` keeps them at WARNING, whatever the SDK sets the root logger to.
+QUIET_LOGGERS = ("mcp", "httpx", "httpcore", "httpx2", "uvicorn", "uvicorn.access", "uvicorn.error", "sse_starlette")
+
+
+def quiet_libraries() -> None:
+    """Set :data:`QUIET_LOGGERS` to WARNING (what ``wisp mcp serve`` logs on stderr)."""
+    import logging
+
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def run_mcp(args: argparse.Namespace, open_session: OpenSession) -> int:
@@ -88,7 +106,9 @@ def run_mcp(args: argparse.Namespace, open_session: OpenSession) -> int:
         return 2 if any(r["state"] == "failed" for r in rows) else 0
     if sub == "serve":
         Config.load()  # a bad config stops here, with its one line, before serving
-        asyncio.run(WispMcp(open_session).serve_stdio())
+        quiet_libraries()
+        scope = None if getattr(args, "all_workspaces", False) else (getattr(args, "workdir", None) or Path.cwd())
+        asyncio.run(WispMcp(open_session, scope=scope).serve_stdio())
         return 0
     print("wisp: error: say what to do: wisp mcp list, or wisp mcp serve", file=sys.stderr)
     return 2

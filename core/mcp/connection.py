@@ -13,7 +13,8 @@ Rules (issue 15, "MCP both ways", "Lifecycle"):
   conversation's directory unless config gives ``cwd``, with only
   :data:`wisp.core.mcp_config.SAFE_ENV` of wisp's environment and what
   ``env`` names. Its stderr goes to ``<data dir>/mcp-logs/SERVER.log``
-  (mode 0600), never to the terminal.
+  (mode 0600), never to the terminal, rotated at a bounded size
+  (:mod:`wisp.core.mcp.stderr_log`).
 - Stopping closes its stdin, waits, then ends its process group (the SDK's
   shutdown, the protocol's order); then any process still carrying this
   connection's mark in its environment (a child that outlived the server,
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..processes import pid_alive
+from ..redact import taken_secrets
 from ..mcp_config import SAFE_ENV, HttpServer, MissingVariable, ServerSpec, StdioServer, expand_env
 
 __all__ = ["McpFailure", "RemoteTool", "Connection", "OWNER_VARIABLE"]
@@ -57,7 +59,8 @@ class McpFailure(Exception):
     command is not found), ``start`` (it did not start or list its tools),
     ``crashed`` (it exited), ``timeout``, ``malformed`` (it sent what the
     protocol does not allow), ``refused`` (it answered with a JSON-RPC
-    error: the server is fine, the call was not), ``no_tool``. ``server``
+    error: the server is fine, the call was not), ``too_large`` (its answer
+    was over the cap on one message, and dropped unread), ``no_tool``. ``server``
     names it; the message is one line. :attr:`server_failed` is true for
     the kinds after which the server is not usable (the status bar says so)."""
 
@@ -170,11 +173,15 @@ def _end_marked(mark: str, grace_s: float = 2.0) -> None:
 def stdio_environment(spec: StdioServer, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a stdio server starts with: :data:`SAFE_ENV` of
     ``environ`` (wisp's), then ``spec.env`` with ``${NAME}`` filled in from
-    ``environ``. Raises :class:`MissingVariable` for a ``${NAME}`` not set."""
+    ``environ`` (and from the keys wisp took out of its environment when it
+    read them, :func:`wisp.core.redact.taken_secrets`: config may hand one on
+    by name). Nothing else of wisp's environment is passed on. Raises
+    :class:`MissingVariable` for a ``${NAME}`` not set."""
     source = dict(os.environ if environ is None else environ)
     env = {k: source[k] for k in SAFE_ENV if k in source and not source[k].startswith("()")}
+    named = {**taken_secrets(), **source} if environ is None else source
     for name, value in spec.env:
-        env[name] = expand_env(value, source)
+        env[name] = expand_env(value, named)
     return env
 
 
@@ -185,8 +192,12 @@ class Connection:
     :class:`RemoteTool` s; ``pid`` the local server's process (``None`` for
     a remote one, or where ``/proc`` is missing)."""
 
-    def __init__(self, spec: ServerSpec, *, cwd: Path, log_dir: Path | None = None) -> None:
+    def __init__(self, spec: ServerSpec, *, cwd: Path, log_dir: Path | None = None,
+                 max_output_bytes: int = 262144) -> None:
         self.spec = spec
+        #: ``tools.mcp.max_output_bytes``: one message from a server, local or
+        #: remote, is read up to :func:`~wisp.core.mcp.bounded.message_cap_for` of it.
+        self.max_output_bytes = int(max_output_bytes)
         self.cwd = cwd
         self.log_dir = log_dir
         self.state = "stopped"
@@ -197,7 +208,8 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._mark = ""
-        self._log: Any = None
+        self._log: Any = None  # the StderrLog of a local server's stderr
+        self._devnull: Any = None
 
     @property
     def name(self) -> str:
@@ -238,21 +250,28 @@ class Connection:
             if not cwd.is_dir():
                 raise self._fail("missing", f"MCP server {self.name}: its directory {cwd} does not exist")
             if self.log_dir is not None:
+                from .stderr_log import StderrLog
+
                 self.log_dir.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # type: ignore[arg-type]
-                self._log = os.fdopen(fd, "w", encoding="utf-8")
+                self._log = StderrLog(self.log_path)  # type: ignore[arg-type]
+                errlog = self._log.writer
             else:
-                self._log = open(os.devnull, "w")
+                self._log = None
+                self._devnull = errlog = open(os.devnull, "w")
             params = StdioServerParameters(command=command, args=list(spec.args), env=env, cwd=str(cwd),
                                            encoding_error_handler="replace")
-            return stdio_client(params, errlog=self._log), None
+            return stdio_client(params, errlog=errlog), None
         assert isinstance(spec, HttpServer)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
-        headers = {k: expand_env(v) for k, v in spec.headers}
-        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
-        return streamable_http_client(spec.url, http_client=http), http
+        from .bounded import SSE_EVENT_SLACK, bounded_http_client, message_cap_for
+
+        headers = {k: expand_env(v, {**taken_secrets(), **os.environ}) for k, v in spec.headers}
+        # one answer is read up to the cap a local server's is (bounded.CappedBody), its events too
+        cap = message_cap_for(self.max_output_bytes)
+        http = bounded_http_client(cap, headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        return streamable_http_client(spec.url, http_client=http, max_sse_event_size=cap + SSE_EVENT_SLACK), http
 
     async def start(self, timeout_s: float) -> list[RemoteTool]:
         """Start the server and list its tools, within ``timeout_s`` seconds.
@@ -289,6 +308,8 @@ class Connection:
                                       f"{self._last_log_line()}") from None
         self.tools = tools
         self.state = "running"
+        if self._log is not None:
+            self._log.started()  # the server has its stderr: the pipe ends when it (and its children) do
         if isinstance(self.spec, StdioServer) and self._mark:
             found = await asyncio.to_thread(marked_processes, self._mark)
             mine = [p for p in found if _parent(p) == os.getpid()]  # the server; its children are its own
@@ -303,6 +324,11 @@ class Connection:
 
         from .. import __version__
 
+        from .bounded import MESSAGE_CAP, install, message_cap_for
+
+        if http is None:  # a local server: its stdout is read through BoundedLines
+            install()
+            MESSAGE_CAP.set(message_cap_for(self.max_output_bytes))
         try:
             async with AsyncExitStack() as stack:
                 if http is not None:
@@ -356,6 +382,8 @@ class Connection:
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
         from pydantic import ValidationError
 
+        from .bounded import TOO_LARGE_CODE, message_cap_for
+
         client = self._client
         if client is None or self.state != "running":
             raise McpFailure("crashed", self.name, f"MCP server {self.name} is not running")
@@ -387,6 +415,16 @@ class Connection:
                 raise self._fail("crashed", f"MCP server {self.name} closed the connection during the call to "
                                             f"{tool}; it is started again at the next call"
                                             f"{self._last_log_line()}") from None
+            if exc.code == TOO_LARGE_CODE:
+                data = exc.data if isinstance(exc.data, dict) else {}
+                size, cap = data.get("bytes"), data.get("cap", message_cap_for(self.max_output_bytes))
+                said = (f" of {'more than ' if data.get('more') else ''}{size:,} bytes" if isinstance(size, int)
+                        else "")
+                raise McpFailure("too_large", self.name, f"MCP server {self.name} answered {tool} with a message"
+                                 f"{said}, too big: wisp reads at most {cap:,} bytes of one (4 × config "
+                                 f"tools.mcp.max_output_bytes = {self.max_output_bytes:,}, at least 16 MB) and "
+                                 "dropped it unread. Ask the tool for less, or raise tools.mcp.max_output_bytes"
+                                 ) from None
             if exc.code == REQUEST_TIMEOUT:
                 raise McpFailure("timeout", self.name, f"MCP server {self.name} did not answer {tool} within "
                                                        f"{timeout_s:g} s (config tools.mcp.timeout_s)") from None
@@ -421,8 +459,12 @@ class Connection:
             await asyncio.to_thread(_end_marked, self._mark)
         if self._log is not None:
             with contextlib.suppress(OSError):
-                self._log.close()
+                await asyncio.to_thread(self._log.close)
             self._log = None
+        if self._devnull is not None:
+            with contextlib.suppress(OSError):
+                self._devnull.close()
+            self._devnull = None
         self._client = None
         self.pid = None
         if self.state in ("running", "starting"):

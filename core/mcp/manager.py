@@ -108,7 +108,8 @@ class McpServers:
         from .connection import Connection
 
         if server not in self.connections:
-            self.connections[server] = Connection(self.specs[server], cwd=self.workdir, log_dir=self.log_dir)
+            self.connections[server] = Connection(self.specs[server], cwd=self.workdir, log_dir=self.log_dir,
+                                                     max_output_bytes=self.max_output_bytes())
             self._locks[server] = asyncio.Lock()
         return self.connections[server]
 
@@ -225,8 +226,9 @@ class McpServers:
         ``where`` (command line or URL), ``state`` (``not started``,
         ``running``, ``failed``, ``stopped``), ``error``, ``pid`` and
         ``tools`` (the listed tools, from the running server or the cache:
-        ``name`` as wisp names it, ``remote``, ``read_only``,
-        ``description``)."""
+        ``name`` as wisp names it, ``remote``, ``read_only`` (its
+        ``readOnlyHint``: the server's claim), ``trusted`` (config trusts
+        the server, so the claim is believed), ``description``)."""
         if not self.specs:
             return []
         from ..mcp_config import fingerprint
@@ -245,6 +247,7 @@ class McpServers:
                 "error": conn.error if conn is not None else None,
                 "pid": conn.pid if conn is not None else None,
                 "tools": [{"name": w, "remote": r, "read_only": by_remote[r].read_only,
+                           "trusted": getattr(spec, "trust", False) is True,
                            "description": by_remote[r].description} for w, r in names_map.items()],
             })
         return rows

@@ -16,6 +16,14 @@ two tools, served by the official SDK's ``MCPServer``:
   --json`` prints for that conversation (the last one by default), and
   makes no model request: the session is opened, never connected.
 
+The server is scoped to one workspace: a conversation whose working
+directory is not ``scope`` (``--workdir``, default the current directory)
+or beneath it is refused by both tools with one line saying so, because a
+caller handed one project must not read another's files through
+``inspect_context`` or run commands in its directory through ``respond``.
+``wisp mcp serve --all-workspaces`` (``scope`` ``None``) serves every
+conversation.
+
 Sessions are opened through ``open_session`` (handed in by the command
 line, so this module does not reach up to the session) and kept, one per
 conversation, until the server stops; turns of one conversation run one at
@@ -26,6 +34,7 @@ a time.
 # annotations to make their schemas, and they name types imported lazily.
 import asyncio
 import json
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .. import events as ev
@@ -41,17 +50,42 @@ OpenSession = Callable[[int | None, bool], Awaitable[Any]]
 
 
 class WispMcp:
-    """The tools ``wisp mcp serve`` offers, over sessions from ``open_session``."""
+    """The tools ``wisp mcp serve`` offers, over sessions from ``open_session``.
+    ``scope``: the workspace whose conversations (its directory and those
+    beneath it) are served; ``None`` serves every conversation."""
 
-    def __init__(self, open_session: OpenSession) -> None:
+    def __init__(self, open_session: OpenSession, scope: Path | None = None) -> None:
         self._open = open_session
+        self.scope = Path(scope).resolve() if scope is not None else None
         self._sessions: dict[int, Any] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+
+    def in_scope(self, workdir: Any) -> bool:
+        """Whether a conversation of ``workdir`` (a path) is this server's to serve."""
+        if self.scope is None:
+            return True
+        try:
+            where = Path(workdir).resolve()
+        except (TypeError, ValueError, OSError):
+            return False
+        return where == self.scope or self.scope in where.parents
+
+    async def _open_scoped(self, conversation: int | None, continue_last: bool) -> Any:
+        """Open a session; a conversation outside the scope is closed again
+        and refused with ``ValueError`` (one line: whose it is, and the flag)."""
+        session = await self._open(conversation, continue_last)
+        if session.conversation_id is not None and not self.in_scope(session.workdir):
+            await session.close()
+            raise ValueError(
+                f"conversation {session.conversation_id} belongs to {session.workdir}, outside this server's "
+                f"workspace {self.scope}; this server serves only that workspace's conversations (start "
+                "wisp mcp serve with --all-workspaces to serve every one)")
+        return session
 
     async def _session(self, conversation: int | None) -> Any:
         if conversation is not None and conversation in self._sessions:
             return self._sessions[conversation]
-        session = await self._open(conversation, False)
+        session = await self._open_scoped(conversation, False)
         if session.conversation_id is not None:
             self._remember(session)
         return session
@@ -110,7 +144,7 @@ class WispMcp:
             session, opened = self._sessions[conversation], False
         else:
             try:
-                session = await self._open(conversation, conversation is None)
+                session = await self._open_scoped(conversation, conversation is None)
             except Exception as exc:
                 raise ValueError(str(exc)) from None
             opened = True
@@ -139,7 +173,9 @@ class WispMcp:
 
         from .. import __version__
 
-        server = MCPServer("wisp", version=__version__, instructions=(
+        # log_level WARNING: at the SDK's INFO, the root logger takes every library's INFO lines, and
+        # httpx's name each request's URL (a password in model.endpoint's) on stderr
+        server = MCPServer("wisp", version=__version__, log_level="WARNING", instructions=(
             "wisp runs turns of a local model's conversation with its layered context: facts, task, running "
             "summary, memory and tools. Call respond to hand it work, inspect_context to see what its model "
             "would be given."))

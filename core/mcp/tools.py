@@ -8,7 +8,9 @@ a conversation's registry; it is an ordinary tool (its calls and results
 are entries and audit events like any other), and:
 
 - a tool whose annotations say ``readOnlyHint: true`` runs as read_file
-  does, without asking;
+  does, without asking, only when config trusts its server
+  (``mcpServers.NAME.trust: true``): an annotation is the server's claim,
+  and a hostile server marks a tool that deletes files read only;
 - any other asks first through the session's approvals, as run_command
   does (:class:`wisp.core.tools.approval.Approvals`): the person in the
   TUI, or config ``tools.mcp.allow`` in ``wisp ask`` and ``wisp mcp
@@ -79,7 +81,8 @@ class McpTool:
     (the session's :class:`~wisp.core.mcp.manager.McpServers`). ``name`` is its wisp name;
     ``server`` and ``remote`` the server and the tool's own name;
     ``description`` and ``parameters`` as listed (from the cache or the
-    running server); ``read_only`` its ``readOnlyHint``. A tool made for a
+    running server); ``claims_read_only`` its ``readOnlyHint``, ``trusted``
+    whether config trusts the server, ``read_only`` both. A tool made for a
     server that could not be listed (``remote_tool`` ``None``) takes any
     arguments, and its calls say why the server is not there."""
 
@@ -89,29 +92,36 @@ class McpTool:
         self.server = server
         self.name = name
         self.remote = remote_name
+        spec = getattr(servers, "specs", {}).get(server)
+        self.trusted = getattr(spec, "trust", False) is True
         if remote_tool is not None:
             text = remote_tool.description or remote_tool.title or f"{remote_name} (MCP server {server})"
             self.description = text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
             self.parameters: dict[str, Any] = remote_tool.input_schema
-            self.read_only = remote_tool.read_only
+            self.claims_read_only = remote_tool.read_only
+            self.read_only = remote_tool.read_only and self.trusted
         else:
+            self.claims_read_only = False
             self.description = f"{remote_name} from MCP server {server}, which is not available: {problem or ''}"
             self.parameters = {"type": "object", "properties": {}, "additionalProperties": True}
             self.read_only = False
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Ask first unless read-only, call the server, render its answer.
-        Never raises for a server's fault: the result says what happened."""
+        """Ask first unless read-only by a trusted server's word, call the
+        server, render its answer. Never raises for a server's fault: the
+        result says what happened."""
         meta: dict[str, Any] = {"mcp_server": self.server, "mcp_tool": self.remote}
         try:
             live = await self.servers.live_tool(self.server, self.remote)
         except McpFailure as failure:
             return self._failed(failure, meta)
         command = describe_call(self.server, self.remote, arguments)
-        if not live.read_only:
+        if not (live.read_only and self.trusted):
             meta["command"] = command
+            acts = ("says it only reads, but its server is not trusted (mcpServers." + self.server + ".trust)"
+                    if live.read_only else "acts")
             if ctx.approve is None:
-                return ToolResult(f"error: {self.name} acts, and nothing here can approve it; it did not run",
+                return ToolResult(f"error: {self.name} {acts}, and nothing here can approve it; it did not run",
                                   ok=False, meta=meta)
             approval = await ctx.approve(ApprovalRequest(
                 tool=self.name, command=command, workdir=ctx.workdir, conversation_id=ctx.conversation_id,
@@ -119,8 +129,9 @@ class McpTool:
             meta["approval"] = approval.to_dict()
             if not approval.allowed:
                 if approval.choice == "needs_approval":
-                    text = (f"error: {self.name} was not run: it acts, and no one is here to approve it. It runs "
-                            f"here only when config tools.mcp.allow names {self.name} or mcp__{self.server}.")
+                    text = (f"error: {self.name} was not run: it {acts}, and no one is here to approve it. It "
+                            f"runs here only when config tools.mcp.allow names {self.name} or "
+                            f"mcp__{self.server}.")
                 elif approval.choice == "stopped":
                     text = f"error: {self.name} was not run: the turn was stopped"
                 else:

@@ -27,7 +27,7 @@ def call_turn(name: str, arguments: dict | None = None, after: str = "Done.") ->
 async def test_read_only_runs_and_the_acting_tool_asks_first(ollama_home, tmp_path: Path) -> None:
     home, srv = ollama_home
     pidfile = tmp_path / "server.pids"
-    add_config(home, {"mcpServers": {"t": server_entry(pidfile)}})
+    add_config(home, {"mcpServers": {"t": server_entry(pidfile, trust=True)}})
     srv.push(*call_turn("mcp__t__status"),
              *call_turn("mcp__t__write_note", {"name": "n.txt", "text": "from the model"}),
              *call_turn("mcp__t__write_note", {"name": "m.txt", "text": "again"}))

@@ -35,7 +35,9 @@ async def run(session: Session, prompt: str) -> list:
 def mcp_home(ollama_home, tmp_path: Path):
     home, srv = ollama_home
     pidfile = tmp_path / "server.pids"
-    add_config(home, {"mcpServers": {"t": server_entry(pidfile)}})
+    # trusted: its read-only tools run without asking (an untrusted server's word is not taken:
+    # tests/unit/test_mcp_hostile.py)
+    add_config(home, {"mcpServers": {"t": server_entry(pidfile, trust=True)}})
     return home, srv, pidfile
 
 
@@ -166,7 +168,7 @@ async def test_the_server_gets_no_secrets_only_what_env_names(mcp_home, tmp_path
     home, srv, pidfile = mcp_home
     monkeypatch.setenv("WISP_TEST_SECRET", "hunter2")
     monkeypatch.setenv("MY_MARKER", "from-wisp")
-    add_config(home, {"mcpServers": {"t": server_entry(pidfile, env={"WISP_TEST_MARKER": "${MY_MARKER}!"})}})
+    add_config(home, {"mcpServers": {"t": server_entry(pidfile, trust=True, env={"WISP_TEST_MARKER": "${MY_MARKER}!"})}})
     srv.push(*call_turn("mcp__t__status", {"verbose": True}))
     async with await Session.open(SessionOptions(workdir=tmp_path, tools=["mcp__t__status"], transport="ask")) as s:
         assert await s.connect()
@@ -220,7 +222,7 @@ def test_wisp_ask_refuses_then_runs_when_allowed_and_the_server_is_gone_after(mc
 
 def test_wisp_mcp_list_shows_servers_states_and_tools(mcp_home, tmp_path: Path) -> None:
     home, srv, pidfile = mcp_home
-    add_config(home, {"mcpServers": {"t": server_entry(pidfile), "gone": {"command": "wisp-no-such-mcp-server"},
+    add_config(home, {"mcpServers": {"t": server_entry(pidfile, trust=True), "gone": {"command": "wisp-no-such-mcp-server"},
                                      "off": {"command": "x", "disabled": True}}})
     r = subprocess.run([WISP, "mcp", "list", "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 2, r.stderr  # a server failed
@@ -264,7 +266,8 @@ async def test_a_remote_server_over_streamable_http_gets_its_headers(ollama_home
                 time.sleep(0.05)
         monkeypatch.setenv("REMOTE_TOKEN", "t0ken")
         add_config(home, {"mcpServers": {"remote": {"type": "http", "url": f"http://127.0.0.1:{port}/mcp",
-                                                    "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"}}}})
+                                                    "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"},
+                                                    "trust": True}}})
         srv.push(*call_turn("mcp__remote__whoami"))
         async with await Session.open(SessionOptions(workdir=tmp_path, tools=["mcp__remote"],
                                                      transport="ask")) as session:

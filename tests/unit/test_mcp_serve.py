@@ -21,9 +21,9 @@ WISP = str(Path(sys.executable).parent / "wisp")
 
 
 @asynccontextmanager
-async def served(home: Path, workdir: Path) -> AsyncIterator[Client]:
+async def served(home: Path, workdir: Path, *extra: str) -> AsyncIterator[Client]:
     env = {k: os.environ[k] for k in ("WISP_HOME", "HOME", "XDG_DATA_HOME", "PATH") if k in os.environ}
-    params = StdioServerParameters(command=WISP, args=["mcp", "serve", "--workdir", str(workdir)], env=env)
+    params = StdioServerParameters(command=WISP, args=["mcp", "serve", "--workdir", str(workdir), *extra], env=env)
     with open(workdir / "serve.log", "w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield client
@@ -93,3 +93,32 @@ async def test_inspect_context_makes_no_model_request(ollama_home, tmp_path: Pat
     assert "remember this" in json.dumps(report["request"]["messages"])
     assert latest.structured_content["request"] == report["request"]
     assert json.loads(result.content[0].text) == report
+
+
+async def test_a_server_serves_only_its_workspaces_conversations(ollama_home, tmp_path: Path) -> None:
+    """--workdir A: another workspace's conversation is refused by both tools (its files are not read,
+    no turn runs in its directory); A's own, and one beneath A, are served; --all-workspaces serves B."""
+    home, srv = ollama_home
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "sub").mkdir(parents=True)
+    b.mkdir()
+    (b / "secret.txt").write_text("B-ONLY-CONTENT\n")
+    async with served(home, b) as client:
+        conv_b = (await client.call_tool("respond", {"prompt": "read secret.txt"})).structured_content["conversation"]
+    async with served(home, a / "sub") as client:
+        conv_sub = (await client.call_tool("respond", {"prompt": "in sub"})).structured_content["conversation"]
+    requests = len(srv.chat_bodies)
+    async with served(home, a) as client:
+        seen = await client.call_tool("inspect_context", {"conversation": conv_b})
+        assert seen.is_error and f"conversation {conv_b} belongs to {b}" in seen.content[0].text
+        assert "--all-workspaces" in seen.content[0].text and "B-ONLY-CONTENT" not in seen.content[0].text
+        ran = await client.call_tool("respond", {"prompt": "run something", "conversation": conv_b})
+        assert ran.is_error and f"conversation {conv_b} belongs to {b}" in ran.content[0].text
+        assert len(srv.chat_bodies) == requests  # no turn ran in B
+        below = await client.call_tool("inspect_context", {"conversation": conv_sub})
+        assert not below.is_error
+        mine = await client.call_tool("respond", {"prompt": "hello A"})
+        assert not mine.is_error and mine.structured_content["conversation"] not in (conv_b, conv_sub)
+    async with served(home, a, "--all-workspaces") as client:
+        wide = await client.call_tool("inspect_context", {"conversation": conv_b})
+        assert not wide.is_error and wide.structured_content["conversation"] == conv_b
