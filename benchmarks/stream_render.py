@@ -114,8 +114,8 @@ async def wisp_once(srv: Any, pieces: list[str], workdir: str) -> dict[str, floa
         session = app.session
         original = session.run_turn
 
-        async def timed(prompt: str):
-            async for item in original(prompt):
+        async def timed(prompt: str, *args, **kwargs):  # the app's own arguments (supersedes, seen) pass through
+            async for item in original(prompt, *args, **kwargs):
                 if type(item).__name__ == "TextDelta":
                     times.append(time.perf_counter())
                 yield item

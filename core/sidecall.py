@@ -22,10 +22,24 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["SideCall", "SideCallError", "SideCallInfo", "Message", "ShapeMemory", "SHAPE_FORMS",
-           "read_json_object"]
+           "read_json_object", "side_messages"]
 
 #: One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = dict[str, Any]
+
+
+def side_messages(rules: str, prompt: str, prefix: str = "") -> list[Message]:
+    """A side call's messages. With ``prefix``, the start of the chat's own
+    system message (its rules and the project's instructions:
+    :attr:`~wisp.core.context.composer.ComposedContext.prefix`), that is the
+    system message and the side call's ``rules`` go first in the user
+    message, before its ``prompt``: the server's prompt cache, which keeps an
+    unchanged start, then serves the prefix the chat's requests evaluated
+    (and a server that keeps one prompt keeps that start for the next turn).
+    Without one, ``rules`` are the system message."""
+    if prefix.strip():
+        return [{"role": "system", "content": prefix}, {"role": "user", "content": f"{rules}\n\n{prompt}"}]
+    return [{"role": "system", "content": rules}, {"role": "user", "content": prompt}]
 
 
 class SideCallError(Exception):
@@ -128,9 +142,12 @@ def _closings(text: str, tries: int = 40) -> list[str]:
 def read_json_object(text: str) -> dict[str, Any] | None:
     """The JSON object a shaped side call answered, read leniently: code
     fences and text around the object are dropped, and an object cut short
-    (a reply that reached its token limit) is closed. ``None`` when the
-    reply holds no object (a server that ignored the schema answered in
-    prose). Never raises."""
+    (a reply that reached its token limit) is closed, and control
+    characters inside strings are taken as they are (SmolLM2 writes a code
+    block's newlines raw: strict JSON refused the whole object, and its
+    braces and keys reached the summary layer). ``None`` when the reply
+    holds no object (a server that ignored the schema answered in prose).
+    Never raises."""
     if not text:
         return None
     body = _FENCE.sub("", text.strip())
@@ -144,7 +161,7 @@ def read_json_object(text: str) -> dict[str, Any] | None:
     for candidate in candidates:
         for attempt in (candidate, *_closings(candidate)):
             try:
-                value = json.loads(attempt)
+                value = json.loads(attempt, strict=False)  # a small model writes raw newlines in strings
             except (ValueError, RecursionError):
                 continue
             if isinstance(value, dict):

@@ -22,14 +22,19 @@ Every number an endpoint sends goes through :func:`clamp_count` (same issue,
 from __future__ import annotations
 
 import asyncio
+import codecs
+import email.utils
 import json
 import re
+import ssl
 import time
 import uuid
+import zlib
 from typing import Any, AsyncIterator
 
 import httpx
 
+from ..redact import remember
 from ..text import without_surrogates
 from .base import (
     BadRequest,
@@ -40,7 +45,9 @@ from .base import (
     KeepAlive,
     MalformedStream,
     ModelNotFound,
+    RateLimited,
     ServerError,
+    TooLarge,
     Waiting,
 )
 
@@ -52,6 +59,28 @@ DEFAULT_REPLY_TIMEOUT_S = 900.0
 RETRY_MAX_DELAY_S = 4.0
 #: Seconds between two :class:`KeepAlive` events of one reply.
 KEEP_ALIVE_EVERY_S = 1.0
+#: The longest line of a stream (an NDJSON line, an SSE line) and the
+#: largest SSE event (bytes, 16 MiB). The one cap on what wisp holds of a
+#: line not ended yet: a server that never sends a newline would otherwise
+#: fill memory (17 GB in 91 s) before any clock ran out. Counted in characters
+#: of the decoded text, never more than its bytes.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: The largest body wisp reads whole (bytes, 32 MiB, after decompression): a
+#: model list, ``/api/show``, an unstreamed reply. A gzip body that inflates
+#: to GiBs stops here.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+#: What wisp reads of an error answer (bytes): a message is far shorter, and
+#: the rest is dropped unread.
+MAX_ERROR_BODY_BYTES = 64 * 1024
+#: The most a compressed body yields at once (bytes), so no single network
+#: chunk inflates to more than this in memory.
+INFLATE_PIECE_BYTES = 1024 * 1024
+#: Retries of a request the server refused with HTTP 429 and a ``Retry-After``.
+RATE_LIMIT_RETRIES = 2
+#: The longest ``Retry-After`` wisp waits out (seconds); a longer one is told.
+RATE_LIMIT_MAX_WAIT_S = 30.0
+#: The only encodings wisp asks for; it inflates them itself, in bounded pieces.
+ACCEPT_ENCODING = "gzip, deflate"
 #: The largest count an endpoint may report (2^53: exact as a float, and far
 #: inside SQLite's 64-bit integers); larger ones are clamped to it.
 MAX_COUNT = 2 ** 53
@@ -230,6 +259,212 @@ def error_from_object(obj: Any) -> tuple[str, str | None]:
     return json.dumps(obj), None
 
 
+def mib(n: int) -> str:
+    """A byte count in whole MB (MiB), for messages: ``16 MB``."""
+    return f"{n / (1024 * 1024):g} MB"
+
+
+class LineTooLong(ValueError):
+    """A line grew past :class:`LineSplitter`'s ``limit`` without ending."""
+
+
+class LineSplitter:
+    """Text fed in pieces → its lines, split exactly as ``str.splitlines``
+    splits the whole text (``\\n``, ``\\r\\n``, a lone ``\\r`` and the other
+    Unicode line breaks; a ``\\r`` at a piece's end waits to see whether
+    ``\\n`` follows), without their line ends.
+
+    At most ``limit`` characters of a line are held: :meth:`feed` raises
+    :class:`LineTooLong` as soon as a line would grow past it, so memory
+    stays bounded whatever the server sends. Only the new piece is scanned,
+    never what is held again."""
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self._held: list[str] = []
+        self._size = 0
+        self._open = False  # a line has begun (it may still be empty)
+        self._cr = False  # the held line ended with "\r"; a "\n" first in the next piece belongs to it
+
+    @property
+    def held(self) -> int:
+        """Characters of the line not ended yet."""
+        return self._size
+
+    def _take(self, end: str = "") -> str:
+        if self._size + len(end) > self.limit:
+            raise LineTooLong(self._size + len(end))
+        line = "".join(self._held) + end
+        self._held, self._size, self._open = [], 0, False
+        return line
+
+    def _hold(self, text: str) -> None:
+        if self._size + len(text) > self.limit:
+            raise LineTooLong(self._size + len(text))
+        if text:
+            self._held.append(text)
+        self._size += len(text)
+        self._open = True
+
+    def feed(self, text: str) -> list[str]:
+        """The lines that ``text`` ends. Raises :class:`LineTooLong`."""
+        out: list[str] = []
+        if not text:
+            return out
+        if self._cr:
+            self._cr = False
+            if text[0] == "\n":
+                text = text[1:]
+            out.append(self._take())
+            if not text:
+                return out
+        parts = text.splitlines(keepends=True)
+        for part in parts[:-1]:
+            out.append(self._take(part.splitlines()[0]))
+        last = parts[-1]
+        body = last.splitlines()[0]
+        if body == last:  # no line end yet
+            self._hold(last)
+        elif last.endswith("\r"):
+            self._hold(body)
+            self._cr = True
+        else:
+            out.append(self._take(body))
+        return out
+
+    def end(self) -> list[str]:
+        """The last line, when the text did not end with a line end."""
+        if self._open or self._cr:
+            self._cr = False
+            return [self._take()]
+        return []
+
+
+class _Inflater:
+    """One ``Content-Encoding`` (``gzip``, ``deflate`` or none) undone in
+    pieces of at most :data:`INFLATE_PIECE_BYTES`, so that a gzip bomb's
+    small chunk never becomes a large string at once (httpx's own decoder
+    inflates a whole network chunk, up to about 1,000 times its size).
+    Raises ``zlib.error`` for a body that is not what it says."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self._wbits = zlib.MAX_WBITS | 16 if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+        self._d = zlib.decompressobj(self._wbits)
+        self._start = b"" if encoding == "deflate" else None  # deflate: its first bytes, until the kind is known
+
+    def feed(self, data: bytes) -> Any:
+        """The inflated pieces of ``data`` (a generator of ``bytes``)."""
+        if self._start is not None:
+            # "deflate" is zlib's format, or raw deflate as some servers send it: its 2-byte header tells
+            self._start += data
+            if len(self._start) < 2:
+                return
+            data, self._start = self._start, None
+            if not ((data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0):
+                self._wbits = -zlib.MAX_WBITS
+                self._d = zlib.decompressobj(self._wbits)
+        while True:
+            out = self._d.decompress(data, INFLATE_PIECE_BYTES)
+            if out:
+                yield out
+            if self._d.eof:  # a next gzip member may follow
+                data = self._d.unused_data
+                self._d = zlib.decompressobj(self._wbits)
+                if not data:
+                    return
+                continue
+            data = self._d.unconsumed_tail
+            if not data and len(out) < INFLATE_PIECE_BYTES:
+                return
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` (delay seconds, or an HTTP date) → seconds from now
+    (at least 0), ``None`` when absent or unreadable. ``now`` is epoch
+    seconds (for tests)."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:
+            import datetime as _dt
+
+            when = when.replace(tzinfo=_dt.timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return None
+    return max(0.0, seconds)
+
+
+async def capped_json(client: httpx.AsyncClient, url: str, *, limit: int = MAX_ERROR_BODY_BYTES,
+                      timeout: Any = None) -> tuple[int, Any]:
+    """``GET url`` → ``(status, the JSON answer)``, reading at most ``limit``
+    bytes of it (once inflated: wisp undoes gzip and deflate itself, in
+    bounded pieces); the answer is ``None`` when the status is not 200. For
+    the small answers of wisp's own embedded server, whose port another
+    program could hold. Raises ``httpx.HTTPError``, and ``ValueError`` for
+    an answer over ``limit``, in an encoding not asked for, or not JSON."""
+    kwargs = {"timeout": timeout} if timeout is not None else {}
+    async with client.stream("GET", url, headers={"Accept-Encoding": ACCEPT_ENCODING}, **kwargs) as resp:
+        if resp.status_code != 200:
+            return resp.status_code, None
+        names = [e.strip().lower() for e in resp.headers.get("content-encoding", "").split(",")]
+        names = [n for n in names if n and n != "identity"]
+        if any(n not in ("gzip", "x-gzip", "deflate") for n in names):
+            raise ValueError(f"an answer encoded as {', '.join(names)}")
+        inflaters = [_Inflater(n) for n in reversed(names)]
+        buf = bytearray()
+        async for chunk in resp.aiter_raw():
+            try:
+                for piece in _undone(inflaters, chunk):
+                    buf += piece
+                    if len(buf) > limit:
+                        raise ValueError(f"an answer of over {limit:,} bytes")
+            except zlib.error as exc:
+                raise ValueError(f"an answer that does not inflate ({exc})") from None
+    return resp.status_code, loads(bytes(buf))
+
+
+def _undone(inflaters: list["_Inflater"], data: bytes, at: int = 0) -> Any:
+    """``data`` through ``inflaters[at:]``, one bounded piece at a time."""
+    if at == len(inflaters):
+        if data:
+            yield data
+        return
+    for piece in inflaters[at].feed(data):
+        yield from _undone(inflaters, piece, at + 1)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes and contexts, outermost first."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen and len(seen) < 16:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return seen
+
+
+def _reason(exc: BaseException) -> str:
+    """The first words of ``exc``'s chain that say something (httpx's
+    errors are often empty), or ``""``."""
+    for item in _chain(exc):
+        if isinstance(item, ConnectionResetError):
+            return "the connection was reset"
+        text = short(str(item), 80)
+        if text and text not in ("()", "''"):
+            return text
+    return ""
+
+
 def _tls_for(base_url: str) -> dict[str, Any]:
     """The client's TLS settings for ``base_url``: httpx's own (the system's
     trusted certificates, loaded when the client is made, about 0.1 s) for
@@ -242,6 +477,24 @@ def _tls_for(base_url: str) -> dict[str, Any]:
 
         return {"verify": ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)}
     return {}
+
+
+def _remember_url_password(url: str) -> None:
+    """A password in the endpoint's URL (``http://user:pw@host``) is masked
+    everywhere from now on, and so is the ``Basic`` credential httpx makes
+    of it (a server that echoes its Authorization header would show it)."""
+    import base64
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    if parts.password:
+        remember(unquote(parts.password))
+        remember(parts.password)
+        pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
+        remember(base64.b64encode(pair).decode())
 
 
 class HttpEndpoint:
@@ -257,6 +510,13 @@ class HttpEndpoint:
     provider = "endpoint"
     display_name = "the endpoint"
 
+    def name_within(self) -> str:
+        """``display_name`` as written inside a sentence: ``The embedded…``
+        becomes ``the embedded…``; a proper name (``Ollama``) stays as it is.
+        ``display_name`` itself is written to open a sentence."""
+        name = self.display_name
+        return "t" + name[1:] if name.startswith("The ") else name
+
     def __init__(
         self,
         base_url: str,
@@ -271,6 +531,7 @@ class HttpEndpoint:
         reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
     ) -> None:
         self.base_url = self.normalise_base_url(base_url)
+        _remember_url_password(self.base_url)
         self.model = model
         self.timeout_s = float(timeout_s)
         self.reply_timeout_s = float(reply_timeout_s)
@@ -279,7 +540,8 @@ class HttpEndpoint:
         #: What to do when the server refuses access (HTTP 401/403); the
         #: resolver says more when it knows where the key should come from.
         self.auth_hint = "Set model.api_key_env to the environment variable that holds the API key."
-        self._headers = dict(headers or {})
+        # wisp inflates bodies itself, in bounded pieces, and only these encodings (:class:`_Inflater`)
+        self._headers = {"Accept-Encoding": ACCEPT_ENCODING, **dict(headers or {})}
         self._owns_client = client is None
         if client is None:
             client = httpx.AsyncClient(
@@ -412,11 +674,17 @@ class HttpEndpoint:
             )
         if isinstance(exc, httpx.ConnectTimeout):
             return EndpointTimeout(
-                f"Connecting to {self.display_name} at {self.base_url} timed out. "
+                f"Connecting to {self.name_within()} at {self.base_url} timed out. "
                 f"Check that the server is running and model.endpoint is right."
             )
+        tls = self._tls_error(exc)
+        if tls is not None:
+            return tls
+        if isinstance(exc, httpx.ConnectError) and any(isinstance(e, ConnectionResetError) for e in _chain(exc)):
+            return Disconnected(f"{self.display_name} at {self.base_url} reset the connection before "
+                                f"answering. {self.log_advice()}")
         if isinstance(exc, httpx.ConnectError):
-            return EndpointUnreachable(f"Cannot connect to {self.display_name} at {self.base_url}. {self.start_hint()}")
+            return EndpointUnreachable(f"Cannot connect to {self.name_within()} at {self.base_url}. {self.start_hint()}")
         if isinstance(exc, httpx.TimeoutException):
             what = "sent nothing more of the reply for" if streaming else "did not answer within"
             return EndpointTimeout(
@@ -425,13 +693,143 @@ class HttpEndpoint:
             )
         if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError)):
             when = "in the middle of the reply" if streaming else "before answering"
+            reason = _reason(exc)
+            if reason == "the connection was reset":
+                return Disconnected(f"{self.display_name} at {self.base_url} reset the connection {when}. "
+                                    f"{self.log_advice()}")
             return Disconnected(
-                f"{self.display_name} at {self.base_url} closed the connection {when} ({short(exc, 80)}). "
-                f"{self.log_advice()}"
+                f"{self.display_name} at {self.base_url} closed the connection {when}"
+                f"{f' ({reason})' if reason else ''}. {self.log_advice()}"
             )
         if isinstance(exc, httpx.HTTPError):
             return EndpointError(f"Request to {url} failed: {type(exc).__name__}: {short(exc)}. Try again.")
         return EndpointError(f"Request to {url} failed unexpectedly: {type(exc).__name__}: {short(exc)}.")
+
+    def _tls_error(self, exc: Exception) -> EndpointError | None:
+        """The error for a failed TLS handshake with an ``https`` endpoint:
+        a certificate the system does not trust (a self-signed one), or a
+        server that does not speak TLS on that port (plain HTTP). ``None``
+        when ``exc`` is no TLS failure."""
+        found = next((e for e in _chain(exc) if isinstance(e, ssl.SSLError)), None)
+        if found is None:
+            return None
+        plain = self.base_url.replace("https://", "http://", 1)
+        if isinstance(found, ssl.SSLCertVerificationError):
+            why = short(getattr(found, "verify_message", "") or found.reason or found, 80)
+            return EndpointUnreachable(
+                f"{self.display_name} at {self.base_url} sent a TLS certificate that is not trusted ({why}). wisp "
+                "checks it against the system's trusted certificates: add the certificate (or its authority) to "
+                "them (update-ca-certificates) or give the server one they trust; or, if the server also serves "
+                f"plain HTTP on a trusted network, set model.endpoint to {plain}."
+            )
+        return EndpointUnreachable(
+            f"{self.display_name} at {self.base_url} does not speak TLS on that port (the handshake failed: "
+            f"{short(found.reason or found, 60)}); a server that answers plain HTTP is reached without it: set "
+            f"model.endpoint to {plain}."
+        )
+
+    async def _speaks_tls(self) -> bool:
+        """Whether the ``http://`` endpoint's port finishes a TLS handshake
+        (certificate unchecked: nothing is sent over it), within 2 s."""
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(self.base_url)
+            host, port = parts.hostname, parts.port or 80
+        except ValueError:
+            return False
+        if parts.scheme != "http" or not host:
+            return False
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), 2.0)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError, ValueError):
+            return False
+        writer.close()
+        try:
+            await asyncio.wait_for(writer.wait_closed(), 1.0)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError):
+            pass
+        return True
+
+    async def explained(self, exc: Exception, path: str, *, streaming: bool = False) -> EndpointError:
+        """:meth:`map_http_error`, and for a plain ``http://`` endpoint that
+        closed the connection before answering, whether it speaks TLS there
+        (then the message says to use ``https://``)."""
+        err = self.map_http_error(exc, path, streaming=streaming)
+        if isinstance(err, Disconnected) and not streaming and await self._speaks_tls():
+            secure = self.base_url.replace("http://", "https://", 1)
+            return EndpointUnreachable(
+                f"{self.display_name} at {self.base_url} speaks TLS (https), not plain HTTP: it closed the "
+                f"connection at wisp's plain request. Set model.endpoint to {secure}."
+            )
+        return err
+
+    def too_large_line(self, limit: int, what: str = "a line") -> TooLarge:
+        """The error for a stream line (or SSE event) past ``limit`` bytes."""
+        return TooLarge(
+            f"{self.display_name} at {self.base_url} sent {what} of over {mib(limit)} without ending it: wisp "
+            "stopped reading and closed the request (the reply so far is kept). Check that model.endpoint and "
+            "model.provider name a model server.", limit)
+
+    def too_large_body(self, path: str, limit: int) -> TooLarge:
+        """The error for a body that inflates past ``limit`` bytes."""
+        return TooLarge(
+            f"{self.display_name} at {self.base_url} answered {path} with over {mib(limit)} (once decompressed): "
+            "wisp stopped reading and closed the request. Check that model.endpoint names a model server.", limit)
+
+    async def pieces(self, resp: httpx.Response, path: str, clock: "ReplyClock | None" = None, *,
+                     streaming: bool = True) -> AsyncIterator[bytes]:
+        """The body of a streamed ``resp``, its ``Content-Encoding`` undone in
+        pieces of at most :data:`INFLATE_PIECE_BYTES` bytes; each network read
+        under the reply's ``clock``. Read failures are mapped (EndpointError);
+        an encoding wisp did not ask for, or a body that does not inflate, is
+        :class:`MalformedStream`."""
+        names = [e.strip().lower() for e in resp.headers.get("content-encoding", "").split(",")]
+        names = [n for n in names if n and n != "identity"]
+        for name in names:
+            if name not in ("gzip", "x-gzip", "deflate"):
+                raise MalformedStream(
+                    f"{self.display_name} at {self.base_url} sent its answer encoded as {name!r}, which wisp did "
+                    f"not ask for (it asks for {ACCEPT_ENCODING}). Check model.endpoint.")
+        inflaters = [_Inflater(n) for n in reversed(names)]  # the last one applied is undone first
+
+        raw = resp.aiter_raw().__aiter__()
+        while True:
+            try:
+                async with self._within(clock):
+                    chunk = await raw.__anext__()
+            except StopAsyncIteration:
+                break
+            except EndpointError:
+                raise
+            except Exception as exc:
+                raise await self.explained(exc, path, streaming=streaming) from exc
+            try:
+                for piece in _undone(inflaters, chunk):
+                    yield piece
+            except zlib.error as exc:
+                raise MalformedStream(
+                    f"{self.display_name} at {self.base_url} sent a {', '.join(names)} body that does not "
+                    f"inflate ({short(exc, 60)}). Check the server's log and try again.") from None
+
+    async def read_body(self, resp: httpx.Response, path: str, clock: "ReplyClock | None" = None, *,
+                        limit: int = MAX_BODY_BYTES, truncate: bool = False, streaming: bool = False) -> bytes:
+        """The whole body of a streamed ``resp``, decompressed, at most
+        ``limit`` bytes: past it, :class:`TooLarge` (or, with ``truncate``,
+        the first ``limit`` bytes: for error answers, whose message is at
+        their start). Raises EndpointError."""
+        buf = bytearray()
+        async for piece in self.pieces(resp, path, clock, streaming=streaming):
+            if len(buf) + len(piece) > limit:
+                if truncate:
+                    buf += piece[: limit - len(buf)]
+                    break
+                raise self.too_large_body(path, limit)
+            buf += piece
+        return bytes(buf)
 
     def is_model_missing(self, status: int, message: str, code: str | None) -> bool:
         if code and "model_not_found" in code:
@@ -471,6 +869,8 @@ class HttpEndpoint:
                 "Check model.endpoint and model.provider.",
                 status,
             )
+        if status == 429:
+            return self.rate_limited(detail, None)
         if status == 503:
             return ServerError(
                 f"{self.display_name} at {self.base_url} was still not ready after {self.load_wait_s:g} s "
@@ -483,6 +883,23 @@ class HttpEndpoint:
                 status,
             )
         return ServerError(f"{self.display_name} at {self.base_url} answered HTTP {status} ({detail}).", status)
+
+    def rate_limited(self, detail: str, retry_after_s: float | None, retried: int = 0) -> RateLimited:
+        """The error for HTTP 429 that wisp does not wait out: the server's
+        ``Retry-After`` (seconds) is said when it gave one."""
+        tried = f" (after {retried} retr{'y' if retried == 1 else 'ies'})" if retried else ""
+        if retry_after_s is None:
+            when = "It did not say when: try again in a minute"
+        elif retry_after_s < 120:
+            when = f"It asks to wait {retry_after_s:.0f} s: try again after that"
+        elif retry_after_s < 7200:
+            when = f"It asks to wait {retry_after_s / 60:.0f} minutes: try again after that"
+        else:
+            until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + retry_after_s))
+            when = f"It asks to wait until {until}: try again after that"
+        return RateLimited(
+            f"{self.display_name} at {self.base_url} is rate-limiting requests (HTTP 429: {detail}){tried}. "
+            f"{when}, or send requests less often.", retry_after_s)
 
     async def safe_list_models(self) -> list[str]:
         """:meth:`list_models`, or ``[]`` when that fails too."""
@@ -500,19 +917,27 @@ class HttpEndpoint:
         200 with a JSON object holding ``key``, else ``(False, why, None)``.
         Never raises. The same client then lists the models and streams the
         replies (issue 12, "Connect once")."""
+        resp = None
         try:
-            resp = await self._client.get(self.base_url + path, headers=self._headers,
-                                          timeout=httpx.Timeout(read_s, connect=connect_s))
+            request = self._client.build_request("GET", self.base_url + path, headers=self._headers,
+                                                 timeout=httpx.Timeout(read_s, connect=connect_s))
+            resp = await self._client.send(request, stream=True)
+            if resp.status_code != 200:
+                return False, f"HTTP {resp.status_code}", None
+            content = await asyncio.wait_for(self.read_body(resp, path), read_s)
         except httpx.ConnectError:
             return False, "not running", None
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, asyncio.TimeoutError):
             return False, "no answer", None
+        except TooLarge:
+            return False, "too large", None
         except Exception as exc:
             return False, type(exc).__name__, None
-        if resp.status_code != 200:
-            return False, f"HTTP {resp.status_code}", None
+        finally:
+            if resp is not None:
+                await resp.aclose()
         try:
-            data = loads(resp.content)
+            data = loads(content)
         except ValueError:
             return False, "not JSON", None
         if not isinstance(data, dict) or key not in data:
@@ -526,15 +951,23 @@ class HttpEndpoint:
     async def request_json(self, method: str, path: str, body: Any = None) -> Any:
         """One plain request; returns the decoded JSON answer, within
         ``reply_timeout_s`` in all. Raises EndpointError."""
+        clock = self.reply_deadline()
+        resp = None
         try:
-            async with self._within(self.reply_deadline()):
-                resp = await self._client.request(method, self.base_url + path, json=body,
-                                                  headers=self._headers)
-                content = resp.content
+            async with self._within(clock):
+                request = self._client.build_request(method, self.base_url + path, json=body,
+                                                     headers=self._headers)
+                resp = await self._client.send(request, stream=True)
+            ok = resp.status_code == 200
+            content = await self.read_body(resp, path, clock, limit=MAX_BODY_BYTES if ok else MAX_ERROR_BODY_BYTES,
+                                           truncate=not ok)
         except EndpointError:
             raise
         except Exception as exc:  # httpx and anything below it
-            raise self.map_http_error(exc, path) from exc
+            raise await self.explained(exc, path) from exc
+        finally:
+            if resp is not None:
+                await resp.aclose()
         if resp.status_code != 200:
             raise await self.status_error(resp.status_code, content, path)
         try:
@@ -557,6 +990,7 @@ class HttpEndpoint:
         url = self.base_url + path
         started = time.monotonic()
         attempt = 0
+        limited = 0  # retries after HTTP 429
         while True:
             try:
                 request = self._client.build_request("POST", url, json=body, headers=self._headers)
@@ -565,19 +999,27 @@ class HttpEndpoint:
             except EndpointError:
                 raise
             except Exception as exc:
-                raise self.map_http_error(exc, path) from exc
+                raise await self.explained(exc, path) from exc
             if resp.status_code == 200:
                 yield resp
                 return
             try:
-                async with self._within(clock):
-                    content = await resp.aread()
-            except EndpointError:
-                raise
-            except Exception as exc:
-                raise self.map_http_error(exc, path) from exc
+                content = await self.read_body(resp, path, clock, limit=MAX_ERROR_BODY_BYTES, truncate=True)
             finally:
                 await resp.aclose()
+            if resp.status_code == 429:
+                wait = retry_after_seconds(resp.headers.get("retry-after"))
+                detail = short(error_text(content)[0], 80) or "too many requests"
+                if wait is None or wait > RATE_LIMIT_MAX_WAIT_S or limited >= RATE_LIMIT_RETRIES:
+                    raise self.rate_limited(detail, wait, limited)
+                limited += 1
+                reason = (f"{self.display_name} is rate-limiting requests (HTTP 429: {detail}); "
+                          f"retrying in {wait:.0f} s as it asks ({limited} of {RATE_LIMIT_RETRIES})")
+                yield Waiting(reason=reason, attempt=limited, delay_s=wait, waited_s=time.monotonic() - started,
+                              why="rate_limited")
+                async with self._within(clock):
+                    await asyncio.sleep(wait)
+                continue
             if resp.status_code == 503:
                 waited = time.monotonic() - started
                 remaining = self.load_wait_s - waited
@@ -602,7 +1044,9 @@ class HttpEndpoint:
     async def stream_lines(self, resp: httpx.Response, path: str,
                            clock: "ReplyClock | None" = None) -> AsyncIterator[str]:
         """The response's lines (without line endings, split as ``str.splitlines``
-        splits them, as httpx's ``aiter_lines`` does), mapping read failures;
+        splits them, as httpx's ``aiter_lines`` does, but each at most
+        :data:`MAX_LINE_BYTES`: a longer one is :class:`TooLarge` and the
+        request is closed, where ``aiter_lines`` would hold it all), mapping read failures;
         with a ``clock``, raises :class:`EndpointTimeout` once the reply has
         taken ``reply_timeout_s``, even while lines keep coming.
 
@@ -610,28 +1054,20 @@ class HttpEndpoint:
         reply's clock, and the chunk's lines are given without waiting again:
         a server that sends a long reply at once is read as fast as it sends
         (issue 12, "Decouple receiving from rendering")."""
-        chunks = resp.aiter_text().__aiter__()
-        held = ""  # the start of a line whose end has not come yet
-        while True:
-            try:
-                async with self._within(clock):
-                    chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                break
-            except EndpointError:
-                raise
-            except Exception as exc:
-                raise self.map_http_error(exc, path, streaming=True) from exc
-            if not chunk:
-                continue
-            parts = (held + chunk).splitlines(keepends=True)
-            last = parts[-1]
-            # a line without its end yet (a lone "\r" may be the start of "\r\n") waits for the next chunk
-            held = parts.pop() if last.endswith("\r") or last.splitlines()[0] == last else ""
-            for part in parts:
-                yield part.splitlines()[0]
-        if held:
-            yield held.splitlines()[0]
+        try:
+            decoder = codecs.getincrementaldecoder(resp.encoding or "utf-8")(errors="replace")
+        except LookupError:
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        lines = LineSplitter(MAX_LINE_BYTES)
+        try:
+            async for piece in self.pieces(resp, path, clock):
+                for line in lines.feed(decoder.decode(piece)):
+                    yield line
+            for line in lines.feed(decoder.decode(b"", final=True)) + lines.end():
+                yield line
+        except LineTooLong:
+            await resp.aclose()
+            raise self.too_large_line(MAX_LINE_BYTES) from None
 
     def unexpected(self, exc: Exception) -> EndpointError:
         """A bug-shaped failure while reading a stream → MalformedStream (never a raw exception)."""

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Literal, Protocol, Union
 
+from ..redact import redact
+
 Message = dict[str, Any]
 ToolSchema = dict[str, Any]
 
@@ -99,7 +101,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class Waiting:
-    """The endpoint is not ready (HTTP 503 while loading a model); wisp retries.
+    """The endpoint is not ready (HTTP 503 while loading a model) or asks wisp
+    to slow down (HTTP 429 with ``Retry-After``); wisp waits and retries.
 
     ``attempt`` counts from 1, ``delay_s`` is the pause before the next try
     (seconds) and ``waited_s`` the time spent waiting so far (seconds).
@@ -109,6 +112,16 @@ class Waiting:
     attempt: int
     delay_s: float
     waited_s: float
+    #: ``"loading"`` (HTTP 503) or ``"rate_limited"`` (HTTP 429 with ``Retry-After``).
+    why: str = "loading"
+
+    @property
+    def notice(self) -> str:
+        """One line for the person: what is waited for, and how long so far."""
+        if self.why == "rate_limited":
+            return f"{self.reason}; {self.waited_s:.1f} s waited so far."
+        return (f"Waiting for the server to load the model: try {self.attempt + 1}, "
+                f"{self.waited_s:.1f} s so far ({self.reason}).")
 
 
 @dataclass(frozen=True)
@@ -159,9 +172,15 @@ class ChatOptions:
 
 class EndpointError(Exception):
     """Base of every error an endpoint raises. ``str(err)`` is one line for a person,
-    saying what happened and what to do."""
+    saying what happened and what to do. The message is passed through
+    :func:`wisp.core.redact.redact` when the error is made: a server that
+    echoes the bearer token in a 401, or a password in ``model.endpoint``'s
+    URL, never reaches the screen, the store or the audit log from here."""
 
     kind = "endpoint"
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(redact(message) if isinstance(message, str) else message, *args)
 
 
 class EndpointUnreachable(EndpointError):
@@ -201,7 +220,7 @@ class BadRequest(EndpointError):
         self.context_overflow = context_overflow
         self.prompt_tokens = prompt_tokens
         self.window = window
-        self.detail = detail
+        self.detail = redact(detail)
 
 
 class ServerError(EndpointError):
@@ -218,6 +237,30 @@ class MalformedStream(EndpointError):
     """A line of the NDJSON or SSE stream could not be read."""
 
     kind = "malformed"
+
+
+class RateLimited(ServerError):
+    """HTTP 429 past the retries wisp makes. ``retry_after_s`` is the wait
+    the server asked for (seconds, from ``Retry-After``), ``None`` when it
+    did not say."""
+
+    kind = "rate_limited"
+
+    def __init__(self, message: str, retry_after_s: float | None = None):
+        super().__init__(message, 429)
+        self.retry_after_s = retry_after_s
+
+
+class TooLarge(EndpointError):
+    """The endpoint sent more than wisp reads at once: a stream line or an
+    SSE event without its end, or a body (once decompressed) past its cap.
+    ``limit`` is the cap (bytes); the request is closed when this is raised."""
+
+    kind = "too_large"
+
+    def __init__(self, message: str, limit: int):
+        super().__init__(message)
+        self.limit = limit
 
 
 class StreamErrorObject(EndpointError):

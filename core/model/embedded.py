@@ -57,8 +57,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import httpx
 
-from ._transport import suggest_window
-from .base import ChatOptions, EndpointError, EndpointUnreachable, Message, StreamEvent, ToolSchema
+from ._transport import capped_json, suggest_window
+from .base import ChatOptions, EndpointError, EndpointUnreachable, Message, StreamEvent, ToolSchema, Waiting
 from .gguf import trained_context_length
 from .llama_host import EXIT_BUSY, INFO_NAME, LOCK_NAME, STATUS_PATH, rotate_log
 from .openai import OpenAIEndpoint
@@ -199,12 +199,14 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 
 def _host_args(state_dir: Path, gguf: Path, alias: str, n_ctx: int, chat_format: str | None, idle_s: float,
-               log_path: Path, *, detach: bool) -> list[str]:
+               log_path: Path, *, detach: bool, threads: int = 0) -> list[str]:
     args = [sys.executable, "-m", "wisp.core.model.llama_host", "--state-dir", str(state_dir),
             "--model", str(gguf), "--alias", alias, "--n-ctx", str(n_ctx), "--idle-s", f"{idle_s:g}",
             "--log", str(log_path), "--log-max-bytes", str(LOG_MAX_BYTES), "--log-keep", str(LOG_KEEP)]
     if chat_format:
         args += ["--chat-format", chat_format]
+    if threads > 0:  # else the host takes every usable core
+        args += ["--n-threads", str(threads)]
     if detach:
         args.append("--detach")
     return args
@@ -254,10 +256,10 @@ def read_info(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 async def _answers(client: httpx.AsyncClient, base_url: str) -> str | None:
     """The model id when ``GET /v1/models`` answers, else ``None``."""
     try:
-        resp = await client.get(base_url + "/v1/models")
-        if resp.status_code != 200:
+        status, answer = await capped_json(client, base_url + "/v1/models")
+        if status != 200:
             return None
-        data = resp.json().get("data") or []
+        data = answer.get("data") or []
         ids = [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
         return str(ids[0]) if ids else ""
     except (httpx.HTTPError, ValueError, AttributeError):
@@ -269,8 +271,8 @@ async def _busy(client: httpx.AsyncClient, base_url: str) -> bool:
     model, never behind it) says a request is in flight: it is up, and its
     model is busy with another wisp's request."""
     try:
-        resp = await client.get(base_url + STATUS_PATH)
-        return resp.status_code == 200 and int(resp.json().get("inflight") or 0) > 0
+        status, answer = await capped_json(client, base_url + STATUS_PATH)
+        return status == 200 and int(answer.get("inflight") or 0) > 0
     except (httpx.HTTPError, ValueError, AttributeError, TypeError):
         return False
 
@@ -466,6 +468,32 @@ def check_gguf(gguf: str | os.PathLike[str] | None) -> Path:
 
 # --- shared: one server for every wisp -------------------------------------------
 
+#: The settings a shared server takes when it starts (the fields of :class:`EmbeddedSpec`): a
+#: server that runs keeps the value it started with. The file, window and format are part of its
+#: key (a wisp that starts after a change starts another server); its threads and idle time are not
+#: (a wisp that starts after a change uses the running server, threads and all).
+STARTUP_KEYS = {
+    "model.gguf": True, "model.context_window": True, "model.tool_mode": True,
+    "model.embedded_threads": False, "model.embedded_idle_s": False,
+}
+
+
+def running_server_note(key: str, idle_s: float | None) -> str | None:
+    """What ``wisp config set KEY`` (or ``/config set``) adds for a key the
+    shared embedded server only takes when it starts, or ``None``: that a
+    running one keeps its old value until it stops by itself, ``idle_s``
+    seconds unused (wisp has no command that stops it sooner)."""
+    if key not in STARTUP_KEYS:
+        return None
+    idle = f"{float(idle_s or DEFAULT_IDLE_S):g}"
+    note = (f"A shared embedded server that is running keeps its old {key} until it stops by itself, "
+            f"after model.embedded_idle_s ({idle} s) unused (wisp has no command to stop it sooner)")
+    if STARTUP_KEYS[key]:
+        return note + "; until then a wisp that starts runs another one, with the new value, beside it."
+    return note + "; until then a wisp that starts uses it, with the old value."
+
+
+
 
 @dataclass(frozen=True)
 class EmbeddedSpec:
@@ -473,13 +501,17 @@ class EmbeddedSpec:
     and llama-cpp-python's chat format (``None``: the GGUF's template). Two
     wisps with the same spec share one server; ``idle_s`` (seconds) is how
     long it lives unused and is not part of the key. ``trained`` is the
-    model's trained length (tokens), for messages."""
+    model's trained length (tokens), for messages. ``threads`` is llama.cpp's
+    ``n_threads`` and ``n_threads_batch`` (config ``model.embedded_threads``;
+    0: every usable core, :func:`wisp.core.model.llama_host.usable_cores`),
+    not part of the key either: a server started after a change takes it."""
 
     gguf: Path
     n_ctx: int
     chat_format: str | None = None
     idle_s: float = DEFAULT_IDLE_S
     trained: int | None = None
+    threads: int = 0
 
     def key(self) -> str:
         """A directory name: the model's name, window and format, and a hash of
@@ -602,8 +634,8 @@ class SharedServer:
             return None
         try:
             async with httpx.AsyncClient(timeout=httpx.Timeout(3.0), trust_env=False) as client:
-                resp = await client.get(self.base_url + STATUS_PATH)
-            return resp.json() if resp.status_code == 200 else None
+                status, answer = await capped_json(client, self.base_url + STATUS_PATH)
+            return answer if status == 200 and isinstance(answer, dict) else None
         except (httpx.HTTPError, ValueError):
             return None
 
@@ -681,7 +713,7 @@ async def _launch_detached(spec: EmbeddedSpec, state: Path, log_path: Path) -> i
     """Run the host with ``--detach`` and wait for its first process, which exits as
     soon as the server (its child) holds the lock. Returns that exit code."""
     args = _host_args(state, spec.gguf, spec.gguf.stem, spec.n_ctx, spec.chat_format, spec.idle_s, log_path,
-                      detach=True)
+                      detach=True, threads=spec.threads)
     log_fd = _open_log(log_path)
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -805,6 +837,54 @@ class EmbeddedEndpoint(OpenAIEndpoint):
             url = await self.server.ensure(self.on_status)
             self.base_url = url
 
+    #: How often a wait for the shared server to start again is reported (seconds).
+    START_REPORT_S = 1.0
+
+    def _must_start(self) -> bool:
+        """Whether the next :meth:`ensure_running` finds or starts a server
+        rather than reusing the one this endpoint knows: it stopped (crashed,
+        killed, or idle past ``model.embedded_idle_s``) or moved. One ``flock``
+        call and one small file read."""
+        server = self.server
+        if not getattr(server, "shared", False):
+            return False
+        if not (server.base_url and server.running):
+            return True
+        info = read_info(server.state_dir)
+        return info is None or info.get("base_url") != server.base_url
+
+    async def _ensure_saying(self) -> AsyncIterator[Waiting]:
+        """:meth:`ensure_running`, yielding a :class:`Waiting` at once and then
+        every :data:`START_REPORT_S` seconds while the shared server is started
+        again (loading the model took 102 s on 2 cores with nothing on the
+        screen), and one when it answers. ``Waiting.reason`` says what it is
+        doing: starting again after it stopped, or waiting for another wisp's
+        reply on a server that is busy. Nothing is yielded when the server
+        runs. Raises what :meth:`ensure_running` raises."""
+        if not self._must_start():
+            await self.ensure_running()
+            return
+        said: list[str] = []
+        began = time.monotonic()
+        task = asyncio.ensure_future(self.server.ensure(said.append))
+        try:
+            while True:
+                waited = time.monotonic() - began
+                busy = any(line.startswith(BUSY_STATUS[:30]) for line in said)
+                doing = ("the embedded model is busy with another wisp's reply; this request waits for it"
+                         if busy else "the embedded llama.cpp server had stopped; wisp is starting it again "
+                         "and loading the model")
+                yield Waiting(doing, 0, self.START_REPORT_S, waited)  # one start, said again each second
+                done, _ = await asyncio.wait({task}, timeout=self.START_REPORT_S)
+                if done:
+                    break
+        finally:
+            if not task.done():
+                task.cancel()
+        self.base_url = task.result()
+        yield Waiting(f"the embedded llama.cpp server answers again, after {time.monotonic() - began:.1f} s",
+                      0, 0.0, time.monotonic() - began)
+
     async def list_models(self) -> list[str]:
         await self.ensure_running()
         return await super().list_models()
@@ -824,8 +904,10 @@ class EmbeddedEndpoint(OpenAIEndpoint):
     ) -> AsyncIterator[StreamEvent]:
         """As :meth:`OpenAIEndpoint.stream_chat`, on a server that is running: when
         the shared server stopped between the check and the request, it is
-        started again and the request sent once more."""
-        await self.ensure_running()
+        started again and the request sent once more. A start is said as it
+        goes (:meth:`_ensure_saying`), so a restart after a crash is never silent."""
+        async for waiting in self._ensure_saying():
+            yield waiting
         sent_any = False
         try:
             async for event in super().stream_chat(messages, tools, options):
@@ -835,7 +917,8 @@ class EmbeddedEndpoint(OpenAIEndpoint):
         except EndpointUnreachable:
             if sent_any or not getattr(self.server, "shared", False):
                 raise
-        await self.ensure_running()
+        async for waiting in self._ensure_saying():
+            yield waiting
         async for event in super().stream_chat(messages, tools, options):
             yield event
 
@@ -843,6 +926,6 @@ class EmbeddedEndpoint(OpenAIEndpoint):
 __all__ = [
     "EmbeddedEndpoint", "FUNCTION_CALLING_FORMAT",
     "DEFAULT_IDLE_S", "DEFAULT_N_CTX", "EmbeddedServer", "EmbeddedServerError", "EmbeddedSpec", "SharedServer",
-    "check_gguf", "default_gguf_path", "embedded_available", "ensure_shared_server", "free_port", "lock_held",
-    "lock_pid", "read_info", "server_importable", "state_dir_for", "stop_server_dir", "stop_shared_servers", "window_for",
+    "STARTUP_KEYS", "check_gguf", "default_gguf_path", "embedded_available", "ensure_shared_server", "free_port", "lock_held",
+    "lock_pid", "read_info", "running_server_note", "server_importable", "state_dir_for", "stop_server_dir", "stop_shared_servers", "window_for",
 ]

@@ -25,6 +25,7 @@ writes no audit event (``core/model`` knows no audit log): the caller does.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable
 
@@ -95,6 +96,18 @@ class ModelLink:
         #: The model chosen for this session (``/model``, ``wisp ask --model``), used on every
         #: connect instead of config ``model.name``; ``None`` follows the config.
         self.chosen_model: str | None = None
+        #: Set while :meth:`connect` runs (and until it ends); see :meth:`settled`.
+        self._connecting: asyncio.Event | None = None
+
+    async def settled(self) -> None:
+        """Return once no :meth:`connect` is under way. A side call that
+        comes while the session connects (the embedded server can take a
+        minute or two to start on 2 cores) waits for that connection rather
+        than failing with "no model endpoint is connected" beside a chat that
+        works. Returns at once when nothing connects."""
+        connecting = self._connecting
+        if connecting is not None and not connecting.is_set():
+            await connecting.wait()
 
     def choose_model(self, name: str | None) -> None:
         """Use model ``name`` from the next :meth:`connect` on, whatever
@@ -182,7 +195,15 @@ class ModelLink:
         embedded server) and the window (see the module doc). ``on_status``
         gets a short line before slow steps. Returns False and sets
         :attr:`error` on failure; never raises an endpoint error. A link that
-        was connected closes its old endpoint first."""
+        was connected closes its old endpoint first. :meth:`settled` waits
+        for it to end."""
+        self._connecting = done = asyncio.Event()
+        try:
+            return await self._connect(on_status)
+        finally:
+            done.set()
+
+    async def _connect(self, on_status: Callable[[str], Awaitable[Any] | Any] | None) -> bool:
         await self.close()
         self.connected = False
         self.reported_window = None

@@ -302,8 +302,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--log", default=None, help="the log file (stdout and stderr already point at it)")
     ap.add_argument("--log-max-bytes", type=int, default=5 * 1024 * 1024)
     ap.add_argument("--log-keep", type=int, default=3)
-    ap.add_argument("--n-threads", type=int, default=None)
+    ap.add_argument("--n-threads", type=int, default=None,
+                    help="threads for generation and for the prompt (default: every core this process may use)")
     return ap.parse_args(argv)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container's
+    cpuset narrows), at least 1. llama-cpp-python's own default is half of
+    ``os.cpu_count()`` for generation: on a quiet 2-core machine llama.cpp
+    generated SmolLM2's tokens at 57 a second so, and at 96-107 with both
+    cores (``benchmarks/embedded_speed.py`` measures it on yours)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def model_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """llama-cpp-python's ``ModelSettings`` for the parsed ``args``: the GGUF,
+    its alias and window, the chat format, the prompt cache, and
+    ``n_threads`` = ``n_threads_batch`` = ``--n-threads`` or every usable core
+    (:func:`usable_cores`)."""
+    threads = args.n_threads or usable_cores()
+    return dict(model=args.model, model_alias=args.alias, n_ctx=args.n_ctx, chat_format=args.chat_format,
+                verbose=True, cache=True, cache_type="ram", cache_size=PROMPT_CACHE_BYTES, logits_all=False,
+                n_threads=threads, n_threads_batch=threads)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,11 +364,9 @@ def main(argv: list[str] | None = None) -> int:
 
     instrument()
     bound_prompt_cache()
-    model_kwargs: dict[str, Any] = dict(model=args.model, model_alias=args.alias, n_ctx=args.n_ctx,
-                                        chat_format=args.chat_format, verbose=True, cache=True, cache_type="ram",
-                                        cache_size=PROMPT_CACHE_BYTES, logits_all=False)
-    if args.n_threads:
-        model_kwargs.update(n_threads=args.n_threads, n_threads_batch=args.n_threads)
+    model_kwargs = model_settings(args)
+    print(f"wisp: llama.cpp runs with n_threads={model_kwargs['n_threads']} "
+          f"n_threads_batch={model_kwargs['n_threads_batch']}", file=sys.stderr, flush=True)
     app = create_app(server_settings=ServerSettings(host=HOST, port=port, interrupt_requests=False),
                      model_settings=[ModelSettings(**model_kwargs)])
     activity = Activity()

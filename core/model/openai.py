@@ -50,6 +50,8 @@ from ._transport import (
     DEFAULT_LOAD_WAIT_S,
     DEFAULT_REPLY_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
+    MAX_BODY_BYTES,
+    MAX_LINE_BYTES,
     HttpEndpoint,
     ReplyClock,
     clamp_count,
@@ -67,6 +69,8 @@ from .base import (
     Disconnected,
     Done,
     EndpointError,
+    EndpointTimeout,
+    EndpointUnreachable,
     MalformedStream,
     Message,
     ServerError,
@@ -317,7 +321,12 @@ class OpenAIEndpoint(HttpEndpoint):
         for a one-token request with and without one small tool (issue 10: a server
         that drops ``tools`` counts the same for both). ``None`` when the server
         reports no usage or the requests fail for another reason; ``False`` too
-        when it refuses tools outright (HTTP 400). Sets :attr:`tools_dropped`."""
+        when it refuses tools outright (HTTP 400). Sets :attr:`tools_dropped`.
+        Raises :class:`EndpointTimeout` and :class:`EndpointUnreachable`: a
+        server that did not answer the probe within ``timeout_s`` (or
+        ``reply_timeout_s``) would not answer the request after it either,
+        and taking the probe as "cannot tell" made a turn wait both clocks
+        twice."""
         messages = [{"role": "user", "content": "Hi"}]
         counts = []
         for tools in (None, [PROBE_TOOL]):
@@ -332,6 +341,9 @@ class OpenAIEndpoint(HttpEndpoint):
                     self.tools_dropped = True
                     return False
                 return None
+            except (EndpointTimeout, EndpointUnreachable):
+                # the turn's own request would wait as long again for nothing: say it now
+                raise
             except EndpointError:
                 return None
             usage = data.get("usage") if isinstance(data, dict) else None
@@ -489,7 +501,12 @@ class OpenAIEndpoint(HttpEndpoint):
             return events
 
         idle = True  # no data line since the last blank line: a blank line now is a keep-alive
+        event_size = 0  # characters of the SSE event so far: capped like a line (MAX_LINE_BYTES)
         async for raw_line in self.stream_lines(resp, path, clock):
+            event_size = 0 if not raw_line.strip() else event_size + len(raw_line) + 1
+            if event_size > MAX_LINE_BYTES:
+                await resp.aclose()
+                raise self.too_large_line(MAX_LINE_BYTES, "a server-sent event")
             line = raw_line.strip()
             if (not line and idle) or line.startswith(":"):
                 waiting = self.keep_alive(clock)
@@ -590,8 +607,7 @@ class OpenAIEndpoint(HttpEndpoint):
     async def _read_whole(self, resp: httpx.Response, path: str, clock: ReplyClock) -> AsyncIterator[StreamEvent]:
         """A non-streamed ``chat.completion`` object, turned into the same events."""
         try:
-            async with self._within(clock):
-                content = await resp.aread()
+            content = await self.read_body(resp, path, clock, limit=MAX_BODY_BYTES, streaming=True)
         except EndpointError:
             raise
         except Exception as exc:

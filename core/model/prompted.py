@@ -497,6 +497,37 @@ class PromptedParser:
             out.append(Shown(text))
 
 
+_LINE_NUMBER = re.compile(r"(?m)^ *\d+\t")
+
+
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    """One call's identity (its tool and its arguments, key order aside)."""
+    return json.dumps([name, arguments], ensure_ascii=False, sort_keys=True, default=str)
+
+
+def quoted_calls(messages: list[dict[str, Any]]) -> set[str]:
+    """The :func:`call_key` of every call written as a block in the latest
+    tool results (the ``tool`` messages after the last ``user`` one), read as
+    the model would read them (``read_file``'s line numbers taken off). A
+    file, a command's output or an MCP answer can hold ``<tool_call>``
+    blocks; a model that echoes them has not chosen to make those calls, so
+    the prompted path does not run a call found here: only calls the model
+    wrote itself count."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    keys: set[str] = set()
+    for msg in messages[last_user + 1:]:
+        if msg.get("role") != "tool":
+            continue
+        text = _LINE_NUMBER.sub("", str(msg.get("content") or ""))
+        if OPEN_TAG not in text:
+            continue
+        parser = PromptedParser()
+        for item in parser.feed(text) + parser.flush():
+            if isinstance(item, PromptedCall) and item.name:
+                keys.add(call_key(item.name, item.arguments))
+    return keys
+
+
 def call_problem(call: PromptedCall, schemas: Iterable[dict[str, Any]]) -> str | None:
     """Why ``call`` cannot be run as written, or ``None``: a block that did not
     decode, a tool that was not offered, or a required argument left out."""

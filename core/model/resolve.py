@@ -15,6 +15,7 @@ Settings are plain values (config ``model.*``)::
     tool_mode    "native" | "prompted" | "auto": native starts the embedded
                  server with the function-calling chat format
     embedded_idle_s  seconds a shared embedded server lives unused (None: embedded.DEFAULT_IDLE_S)
+    embedded_threads llama.cpp threads of the embedded server (0 or None: every usable core)
     data_dir     where shared embedded servers keep their lock, port file and
                  log (``<data_dir>/embedded``); None runs a private server
 
@@ -28,8 +29,9 @@ endpoint made for it, and the endpoint that answers keeps that client for
 listing and chatting; its probe's answer is its model list, so the models
 are not asked for twice. A configured model is never listed.
 
-The API key is read from the environment variable at resolve time and lives
-only in the endpoint's request headers.
+The API key is read from the environment variable at resolve time, taken
+out of wisp's environment, and lives only in the endpoint's request headers
+(and :mod:`wisp.core.redact`'s list of values to mask).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
+from ..redact import redact, take_secret
 from ._transport import DEFAULT_LOAD_WAIT_S, DEFAULT_REPLY_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from .base import EndpointError, NoEndpoint
 from .ollama import DEFAULT_OLLAMA_URL, OllamaEndpoint
@@ -66,6 +69,7 @@ class EndpointSettings:
     context_window: int | None = None
     tool_mode: str = "auto"
     embedded_idle_s: float | None = None
+    embedded_threads: int | None = None
     data_dir: str | None = None
 
     @classmethod
@@ -82,7 +86,7 @@ class EndpointSettings:
             load_wait_s=float(get("model.load_wait_s") if get("model.load_wait_s") is not None else DEFAULT_LOAD_WAIT_S),
             reply_timeout_s=float(get("model.reply_timeout_s") or DEFAULT_REPLY_TIMEOUT_S),
             context_window=get("model.context_window"), tool_mode=get("model.tool_mode") or "auto",
-            embedded_idle_s=get("model.embedded_idle_s"),
+            embedded_idle_s=get("model.embedded_idle_s"), embedded_threads=get("model.embedded_threads"),
             data_dir=str(data_dir) if data_dir else None,
         )
 
@@ -139,10 +143,11 @@ def coerce_settings(settings: Any) -> EndpointSettings:
 
 
 def read_api_key(env_name: str | None) -> str | None:
-    """The API key from the environment variable ``env_name`` (``None`` if unset or empty)."""
-    if not env_name:
-        return None
-    return os.environ.get(env_name) or None
+    """The API key from the environment variable ``env_name`` (``None`` if
+    unset or empty). The variable is taken out of wisp's environment and the
+    key kept in memory (:func:`wisp.core.redact.take_secret`), so no child
+    process inherits it and every message masks it."""
+    return take_secret(env_name)
 
 
 async def _pick_model(endpoint: OllamaEndpoint | OpenAIEndpoint, name: str | None, empty_hint: str,
@@ -184,7 +189,7 @@ async def _finish(
     except BaseException:
         await endpoint.aclose()
         raise
-    return ResolvedEndpoint(endpoint, f"{endpoint.provider} {endpoint.base_url}")
+    return ResolvedEndpoint(endpoint, redact(f"{endpoint.provider} {endpoint.base_url}"))
 
 
 async def _start_embedded(
@@ -207,7 +212,8 @@ async def _start_embedded(
     if factory is None and s.data_dir:
         path = check_gguf(s.gguf)
         n_ctx, trained = window_for(path, s.context_window)
-        spec = EmbeddedSpec(path, n_ctx, chat_format, float(s.embedded_idle_s or DEFAULT_IDLE_S), trained)
+        spec = EmbeddedSpec(path, n_ctx, chat_format, float(s.embedded_idle_s or DEFAULT_IDLE_S), trained,
+                            threads=int(s.embedded_threads or 0))
         server = await ensure_shared_server(spec, s.data_dir, start_timeout_s=max(DEFAULT_START_TIMEOUT_S, s.timeout_s),
                                             on_status=on_status)
     else:

@@ -210,13 +210,16 @@ class LinkSideCall:
 
     async def info(self) -> SideCallInfo:
         """The link's model and window; raises :class:`SideCallError` (kind
-        ``no_endpoint``) while nothing is connected."""
+        ``no_endpoint``) while nothing is connected. A connect under way is
+        waited for (:meth:`ModelLink.settled`): its endpoint is the one to use."""
+        await self.link.settled()
         if self.link.endpoint is None:
             raise SideCallError(self.link.error or "no model endpoint is connected", "no_endpoint")
         return SideCallInfo(self.link.model or None, self.link.context_window)
 
     async def complete(self, messages: list[Message], *, max_tokens: int, schema: dict[str, Any] | None = None,
                        temperature: float | None = None) -> str:
+        await self.link.settled()
         endpoint = self.link.endpoint
         if endpoint is None:
             raise SideCallError(self.link.error or "no model endpoint is connected", "no_endpoint")

@@ -59,7 +59,8 @@ from .base import (
     BadRequest, ChatOptions, Done, EndpointError, Message, StreamEvent, TextDelta, ToolCallRequest, ToolSchema,
 )
 from .prompted import (
-    PromptedCall, PromptedParser, call_problem, example_messages, parse_reply, render_tools, to_prompted_messages,
+    PromptedCall, PromptedParser, call_key, call_problem, example_messages, parse_reply, quoted_calls, render_call,
+    render_tools, to_prompted_messages,
     tool_grammar,
 )
 
@@ -237,6 +238,12 @@ class ToolModeEndpoint:
                 if tools and event.reason != "length" and any(call_problem(c, tools) for c in calls):
                     calls = await self._rewrite(sent, tools, options, calls)
                 self.rewritten = calls
+                echoed = quoted_calls(messages) if calls else set()
+                for call in [c for c in calls if call_key(c.name, c.arguments) in echoed]:
+                    # copied from a tool result, not the model's own call: shown as text, never run
+                    yield TextDelta(f"\n{render_call(call.name, call.arguments)}\n[wisp did not run this call: "
+                                    "it is copied from a tool result, not one the model made]\n")
+                calls = [c for c in calls if call_key(c.name, c.arguments) not in echoed]
                 for call in calls:
                     yield ToolCallRequest(id="call_" + uuid.uuid4().hex[:12], name=call.name,
                                           arguments=dict(call.arguments), raw_arguments=call.raw)

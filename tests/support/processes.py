@@ -31,3 +31,35 @@ def wait_gone(pids: list[int], limit_s: float = 10.0) -> list[int]:
             return []
         time.sleep(0.02)
     return [p for p in pids if alive(p)]
+
+
+def pids_of(argv: list[str]) -> list[int]:
+    """Pids of the running processes (any parent) whose argv is exactly ``argv``. Commands run in
+    their own PID namespace (the sandbox), so the pids they print are not the host's: tests name
+    their processes by an argv no other process uses instead."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            have = [a.decode("utf-8", "replace") for a in (entry / "cmdline").read_bytes().split(b"\0")[:-1]]
+        except OSError:
+            continue
+        if have == argv and alive(int(entry.name)):
+            out.append(int(entry.name))
+    return out
+
+
+def wait_argv_gone(argv: list[str], limit_s: float = 10.0) -> list[int]:
+    """Poll until no process runs ``argv``; returns the pids still running at the limit."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if not pids_of(argv):
+            return []
+        time.sleep(0.05)
+    return pids_of(argv)
+
+
+def unique_seconds(offset: int = 0) -> str:
+    """A sleep duration (seconds, as text) that no other process on the machine uses."""
+    return str(700000 + os.getpid() % 50000 * 4 + offset)
