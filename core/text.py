@@ -28,7 +28,7 @@ import re
 import unicodedata
 from typing import Any, TextIO
 
-__all__ = ["terminal_safe", "TerminalText", "without_surrogates", "search_words", "fts_query", "fold",
+__all__ = ["terminal_safe", "shown_command", "TerminalText", "without_surrogates", "search_words", "fts_query", "fold",
            "folded_words"]
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -50,6 +50,48 @@ def terminal_safe(text: str) -> str:
     returns dropped; newlines and tabs are kept. Pure; works on any piece
     of a stream, since no sequence survives a cut."""
     return _UNSAFE.sub(_visible, text) if _UNSAFE.search(text) else text
+
+
+#: Characters a command may hold that show as nothing (zero-width spaces and joiners, the word joiner, a BOM).
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
+_COMMAND_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f" + _BIDI + _INVISIBLE + "]")
+#: What marks the end of each line of a command shown for approval.
+LINE_END = "⏎"
+
+
+def _command_escape(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    if ch in "\t\r":
+        return "\\t" if ch == "\t" else "\\r"
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown_command(text: str) -> str:
+    """``text`` (a command, or an MCP call's arguments) as an approval shows
+    it, so that everything that would run can be seen: each line break is
+    marked with :data:`LINE_END` before it, a run of two or more empty (or
+    blank) lines is one line saying how many there were, and every control,
+    tab, carriage return, bidirectional control (U+202E …) and invisible
+    character (U+200B …) is a visible escape (``\\x1b``, ``\\r``,
+    ``\\u202e``). So ``echo hello`` + 40 newlines + ``touch x`` shows three
+    lines, the last ``touch x``; and U+202E cannot reorder what the person
+    reads. Pure."""
+    lines = [_COMMAND_UNSAFE.sub(_command_escape, line) for line in text.split("\n")]
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) - 1 and not lines[j].strip():
+            j += 1
+        blanks = j - i  # empty lines before the next one with words (the last line is never counted)
+        if blanks >= 2:
+            out.append(f"{LINE_END} … {blanks} empty lines …")
+            i = j
+            continue
+        out.append(lines[i] + (LINE_END if i < len(lines) - 1 else ""))
+        i += 1
+    return "\n".join(out)
 
 
 def one_line(text: str | bytes, limit: int) -> str:

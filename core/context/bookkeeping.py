@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import events as ev
-from ..sidecall import SideCall, SideCallError, read_json_object
+from ..sidecall import SideCall, SideCallError, read_json_object, side_messages
 from ..tokens import CHARS_PER_TOKEN, estimate_tokens
 from .facts import FactError, parse_assignment
 from .notes import ModelNotes, NoteOutcome
@@ -168,17 +168,20 @@ class FactDistiller:
         self.budget_tokens = budget_tokens
 
     async def distill(self, conversation: int, turn: int, prompt: str, reply: str, *,
-                      prompt_entry: int | None, reply_entry: int | None) -> Distilled:
+                      prompt_entry: int | None, reply_entry: int | None, prefix: str = "") -> Distilled:
         """Distil turn ``turn`` of ``conversation`` (its ``prompt`` and final
-        ``reply`` and their entry numbers). Proposals are kept in the notes
-        (the caller records them). Never raises for the side call's failure."""
+        ``reply`` and their entry numbers). ``prefix`` is the start of the
+        chat's system message, sent first so that the server's cache serves
+        it (:func:`~wisp.core.sidecall.side_messages`). Proposals are kept in
+        the notes (the caller records them). Never raises for the side call's
+        failure."""
         out = Distilled()
         if self.side_call is None or not states_something(prompt, reply):
             return out  # nothing of the kind was stated: no model call
         half = max(64, self.budget_tokens // 2)
         user = (f"The person (entry {prompt_entry}):\n{_cut(prompt, half)}\n\n"
                 f"The assistant's reply (entry {reply_entry}):\n{_cut(reply, half)}")
-        messages = [{"role": "system", "content": DISTILL_RULES}, {"role": "user", "content": user}]
+        messages = side_messages(DISTILL_RULES, user, prefix)
         started = time.monotonic()
         try:
             answer = await self.side_call.complete(messages, max_tokens=DISTILL_ANSWER_TOKENS, schema=DISTILL_SCHEMA)

@@ -107,7 +107,10 @@ async def fact_command(session: Any, words: list[str], rest: str) -> CommandResu
     conversation = await session.ensure_conversation()
     turn = await _turn_now(session, conversation)
     if subject == "task":
-        result = await manager.tasks.set(conversation, value, source="person", turn=turn)
+        try:  # a task without what it is, or an empty objective: a clear line, as /task gives
+            result = await manager.tasks.set(conversation, value, source="person", turn=turn)
+        except FactError as exc:
+            return CommandResult(f"{exc}. {TASK_USAGE}", error=True)
         return CommandResult(f"Task set ({result.fact.vid if result.fact else ''}): {result.fact.value if result.fact else value}. "
                              "It is shown with every request from the next turn on.", title="task",
                              data=result.fact.to_dict() if result.fact else None)

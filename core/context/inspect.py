@@ -22,6 +22,7 @@ from typing import Any
 from .composer import ComposedContext
 from .facts import fact_line
 from .summary import turn_ranges, turns_named
+from .usage import TurnUsage
 from ..tokens import estimate_tokens
 
 __all__ = ["LayerRow", "ContextReport", "report_from", "inspect_context"]
@@ -29,7 +30,7 @@ __all__ = ["LayerRow", "ContextReport", "report_from", "inspect_context"]
 
 @dataclass(frozen=True)
 class LayerRow:
-    """One layer in the report: ``number`` (1–8 as the issue numbers them;
+    """One layer in the report: ``number`` (1–8 in the order of the request;
     ``None`` for the project instructions, which sit with the rules),
     ``key``, ``name``, ``tokens``, ``share`` (of the window, 0–1),
     ``items``, ``hint`` and ``how`` the tokens were got: ``exact`` (the
@@ -53,8 +54,8 @@ class LayerRow:
 #: Subjects observed again before every request: forgetting them frees nothing for long.
 OBSERVED_SUBJECTS = ("workdir", "branch")
 
-_NUMBERS = {"system": 1, "instructions": None, "tools": 2, "facts": 3, "task": 4, "summary": 5, "older": 6,
-            "recent": 7, "current": 8}
+_NUMBERS = {"system": 1, "instructions": None, "tools": 2, "summary": 3, "older": 4, "recent": 5, "facts": 6,
+            "task": 7, "current": 8}
 
 
 @dataclass
@@ -65,7 +66,10 @@ class ContextReport:
     ``total``, ``tokens_left`` in tokens; ``messages`` and ``tools`` exactly
     as the next request sends them; ``calibration`` (ratio and samples);
     ``left`` (turns out of the window, covered by the summary) and
-    ``must_leave`` (turns that should leave but have no summary yet).
+    ``must_leave`` (turns that should leave but have no summary yet);
+    ``last_turn``, what the server evaluated on the conversation's last turn
+    (:class:`~wisp.core.context.usage.TurnUsage`; ``None`` before any), so
+    the next request's size can be read beside what its cache saved.
     """
 
     conversation: int | None
@@ -89,6 +93,8 @@ class ContextReport:
     tool_mode: str = "native"
     #: ``context.reserve`` as configured when it was capped at a quarter of the window, else ``None``.
     reserve_asked: int | None = None
+    #: The prompt tokens the server evaluated on the last turn, and its cache's part.
+    last_turn: TurnUsage | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``wisp inspect context --json``)."""
@@ -100,7 +106,8 @@ class ContextReport:
             "calibration": {"ratio": round(self.ratio, 4), "samples": self.samples},
             "layers": [r.to_dict() for r in self.rows], "left_window": self.left,
             "must_leave": self.must_leave, "side_calls": self.side_calls, "tool_mode": self.tool_mode,
-            "counted": self.counted(),
+            "counted": self.counted(), "fitting": self.fitting() or None,
+            "last_turn": self.last_turn.to_dict() if self.last_turn is not None else None,
             "request": {"messages": self.messages, "tools": self.tools},
         }
 
@@ -126,10 +133,26 @@ class ContextReport:
         if exact:
             cal = f"exact (the server's tokenizer): {', '.join(exact)}; the others: {cal}"
         side = f"; side calls around the last turn: {'; '.join(self.side_calls)}" if self.side_calls else ""
+        last = f"; {self.last_turn.line()}" if self.last_turn is not None else ""
         capped = (f" (context.reserve {self.reserve_asked:,} is capped at a quarter of the window)"
                   if self.reserve_asked else "")
         return (f"window {self.window:,} tokens ({self.window_source}) − reserve {self.reserve:,}{capped} = budget "
-                f"{self.budget:,}; next request ≈ {self.total:,} tokens; {self.tokens_left:,} left; {cal}{side}")
+                f"{self.budget:,}; next request ≈ {self.total:,} tokens; {self.tokens_left:,} left{last}; {cal}{side}"
+                + (f"; {self.fitting()}" if self.fitting() else ""))
+
+    def fitting(self) -> str:
+        """What sending will do first when the record as it stands is over the
+        budget (``""`` when it fits): the request shown here is not the one
+        sent then, and the person is told so rather than shown a request that
+        never goes (a 25 KB paste showed "-7,592 left" while the request sent
+        held 1,066 tokens)."""
+        if self.tokens_left >= 0 and not self.must_leave:
+            return ""
+        over = f"over the budget by {-self.tokens_left:,} tokens: " if self.tokens_left < 0 else ""
+        leave = (f"{turns_named(self.must_leave)} leave the window under a running summary (a side call; "
+                 "/compact previews it), then " if self.must_leave else "")
+        return (f"{over}when you send, wisp fits this first: {leave}what is still over its share (a paste, an "
+                "output) keeps its head and tail only")
 
     def table_rows(self) -> list[tuple[str, str, str, str, str]]:
         """Rows of text: (layer, tokens, share, items, hint)."""
@@ -270,6 +293,9 @@ async def inspect_context(manager: Any, conversation: int) -> ContextReport:
                 if row.key == "tools" else row for row in report.rows]
     endpoint = getattr(link, "endpoint", None)
     await count_exactly(report, ctx, getattr(endpoint, "count_tokens", None))
+    usage = getattr(manager, "usage", None)
+    if usage is not None:
+        report.last_turn = await usage.last(conversation)
     costs = getattr(manager, "costs", {}).get(conversation, {})
     report.side_calls = [cost.line() for cost in costs.values()]
     return report

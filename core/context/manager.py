@@ -41,6 +41,7 @@ from .facts import Fact, FactOutcome, fact_event, fact_line
 from .notes import ModelNotes, fact_history
 from .summary import SummaryVersion, turn_ranges, turns_named
 from .turns import ToolFlags
+from .usage import UsageBook
 from .workspace import current_branch
 
 if TYPE_CHECKING:
@@ -144,6 +145,10 @@ class ContextManager:
         self.tasks = notes.tasks
         self.summaries = notes.summaries_book
         self.calibration = Calibration(store)
+        self.usage = UsageBook(store)
+        #: Per conversation, the start of its last request's system message (the rules and the
+        #: project's instructions), which the fact distiller's side call sends first.
+        self.prefixes: dict[int, str] = {}
         self.composer = Composer(store, self.facts, self.summaries)
         self.side_call = side_call
         #: Per conversation, the cost of wisp's own side calls around its last turn, by kind.
@@ -290,7 +295,9 @@ class ContextManager:
         if done and not ctx.over_budget:
             events.append(ev.Notice(f"To fit the model's window ({ctx.budget:,}-token budget): "
                                     + "; ".join(done) + ".", key="fit"))
-        self.room.left = ctx.tokens_left
+        # a result of this turn (a recalled page) may take the room older turns and the summary give up
+        self.room.left = max(ctx.tokens_left, ctx.turn_room if ctx.turn_room is not None else ctx.tokens_left)
+        self.prefixes[conversation] = ctx.prefix
         return Prepared(ctx, events)
 
     def overflow_message(self, ctx: ComposedContext) -> str:
@@ -313,10 +320,14 @@ class ContextManager:
                 f"{ctx.window:,} less {ctx.reserve:,} reserved for the reply). The biggest parts: "
                 + "; ".join(named) + f". Or: {self.model_state.window_advice(ctx.total + ctx.reserve)}.")
 
-    async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None:
+    async def record_usage(self, conversation: int, reported: int | None, estimated: int | None,
+                           turn: int | None = None, cached: int | None = None) -> None:
         """Fold one request's reported prompt tokens (``reported``) against
         wisp's estimate of it (``estimated``, uncalibrated) into the model's
-        calibration, and remember the window in use for the model."""
+        calibration, remember the window in use for the model, and add the
+        request to ``turn``'s figures (``cached``: the prompt tokens the
+        server's cache served; :class:`~wisp.core.context.usage.UsageBook`)."""
+        await self.usage.observe(conversation, turn, reported, cached)
         model = await self.model(conversation)
         await self.calibration.observe(model, reported, estimated)
         if self.model_state.endpoint is not None:
@@ -365,7 +376,8 @@ class ContextManager:
         reply = next((e for e in reversed(entries) if e.kind == "reply"), None)
         done = await self.distiller.distill(record.conversation, record.turn, record.prompt, record.reply,
                                             prompt_entry=prompt.number if prompt else None,
-                                            reply_entry=reply.number if reply else None)
+                                            reply_entry=reply.number if reply else None,
+                                            prefix=self.prefixes.get(record.conversation, ""))
         cost = self._cost(record.conversation, done.cost)
         return [cost] if cost.calls else []
 

@@ -27,13 +27,15 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..tokens import estimate_messages
+from .loops import collapse_loops
 from .turns import ToolFlags, render_turn
 
 __all__ = ["RENDER_VERSION", "TurnRender", "RenderCache", "flags_key", "render_key", "render"]
 
 #: The version of the rendered form; raise it when render_turn, the references, the messages or the
 #: token estimate (wisp.core.tokens) change. 2: the estimate counts by the text's kind (chars_per_token).
-RENDER_VERSION = 2
+#: 3: loops collapsed (repeated failed calls, a reply stopped for repeating itself: wisp.core.context.loops).
+RENDER_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,9 @@ def render_key(turn: Any, flags: str) -> str:
 
 
 def render(number: int, entries: list[Any], flags: ToolFlags, *, whole: bool) -> TurnRender:
-    """Render an ended turn (:func:`wisp.core.context.turns.render_turn`) and estimate it. Pure."""
-    messages, refs = render_turn(number, entries, flags, whole=whole)
+    """Render an ended turn (:func:`wisp.core.context.turns.render_turn`) and estimate it, its loops
+    collapsed (:func:`wisp.core.context.loops.collapse_loops`: the store keeps every entry). Pure."""
+    messages, refs = render_turn(number, collapse_loops(entries), flags, whole=whole)
     return TurnRender(messages, refs, estimate_messages(messages) if messages else 0)
 
 

@@ -35,10 +35,16 @@
   (JSON), the entry numbers standing as ``refs`` (JSON) and ``tokens``,
   wisp's uncalibrated estimate of the messages.
 
+- ``turn_usage`` (m007): per conversation and turn, the requests it made,
+  its last request's prompt tokens and the part the server's prompt cache
+  served, and the prompt tokens evaluated over the turn
+  (:mod:`wisp.core.context.usage`).
+
 The task is a fact of subject ``task`` (wisp-memory-tool.txt, "task").
 """
 
 from ..migrations import sql_step
+from .usage import USAGE_SQL
 
 
 M001_SQL = """
@@ -137,4 +143,7 @@ MIGRATIONS = [
     # the least ratio to plan with, learned from a server that refused a request for size without
     # saying its count (an older llama.cpp), so that the next request is not refused again
     sql_step("context", "m006_calibration_floor", "ALTER TABLE token_calibration ADD COLUMN floor REAL;"),
+    # per turn, the prompt tokens the server evaluated and those its prompt cache served, so that
+    # /inspect context shows the cache at work (wisp.core.context.usage)
+    sql_step("context", "m007_turn_usage", USAGE_SQL),
 ]

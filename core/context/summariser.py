@@ -42,11 +42,12 @@ a version, when they do not).
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from ..sidecall import SideCall, SideCallError, read_json_object
+from ..sidecall import SideCall, SideCallError, read_json_object, side_messages
 from ..statements import person_statements
 from .composer import ComposedContext
 from .coverage import Item, extract_items, is_present
@@ -119,6 +120,29 @@ def _strings(value: Any) -> list[str]:
     return out
 
 
+_SCHEMA_KEY = re.compile(r'"(?:summary|decisions|open)"\s*:')
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"?', re.S)
+
+
+def _json_strings(reply: str) -> list[str]:
+    """The string values of a broken JSON object (its keys left out), each
+    on one line: what a summary keeps of a reply no lenient read could
+    parse, so that no brace or key reaches the summary layer."""
+    out = []
+    for m in _JSON_STRING.finditer(reply):
+        raw = m.group(1)
+        if raw in ("summary", "decisions", "open"):
+            continue
+        try:
+            text = json.loads(f'"{raw}"', strict=False)
+        except ValueError:
+            text = raw
+        text = " ".join(str(text).split())
+        if text:
+            out.append(text)
+    return out
+
+
 def read_summary(reply: str) -> str:
     """The summary text of a side call's reply: a :data:`SUMMARY_SCHEMA`
     object (read leniently, a reply cut short included) rendered as its
@@ -126,6 +150,8 @@ def read_summary(reply: str) -> str:
     such an object (a server that ignored the schema) as it is. ``""`` for
     an object with nothing in it. Never raises."""
     obj = read_json_object(reply)
+    if obj is None and _SCHEMA_KEY.search(reply or ""):  # the object, broken past mending: its strings only
+        return "\n".join(_json_strings(reply))
     if obj is None or not any(k in obj for k in ("summary", "decisions", "open")):
         return (reply or "").strip()
     summary = obj.get("summary")
@@ -229,6 +255,9 @@ def turn_items(entries: list[Any]) -> set[Item]:
 
 
 
+#: The words of the line wisp's capped part writes for the oldest identifier lines it has no room for:
+#: their identifiers are then a search away, not listed (the one exception the coverage check allows).
+DROPPED_FOR_ROOM = "older lines not kept here for room; a search of the conversation finds them"
 #: At most this many of the person's statements are stored with a version (the newest; the sure ones
 #: first): what a request shows of them is capped when it is composed (summary.STATEMENTS_SHARE).
 MAX_STORED_STATEMENTS = 160
@@ -386,7 +415,7 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
         rows, gone = _newest_within(rows, own_tokens - own_tokens // 3 if own_tokens else None)
         lines.append(head)
         if gone:
-            lines.append(f"- ({gone} older lines not kept here for room; a search of the conversation finds them)")
+            lines.append(f"- ({gone} {DROPPED_FOR_ROOM})")
         lines.extend(rows)
     seen: set[str] = set()
     wanted: list[str] = []
@@ -566,7 +595,8 @@ class Summariser:
         extra = estimate_tokens(task) + estimate_tokens(focus or "")
         while batch_turns and outcome.calls < max_calls:
             prev_text = summary_so_far(previous)
-            base = round((estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + extra + 60) * ratio)
+            base = round((estimate_tokens(SUMMARY_RULES) + estimate_tokens(prev_text) + extra + 60 +
+                          estimate_tokens(getattr(ctx, "prefix", ""))) * ratio)
             batch: list[tuple[int, list[Any]]] = []
             used = base
             for number, entries in batch_turns:
@@ -618,6 +648,9 @@ class Summariser:
         refs_text, _ = summary_layer_text(probe, flags)
         wanted = sorted({i for n, _ in batch for i in (_item_from(k) for k in items.get(n, []))})
         base_prompt = self._prompt(batch, previous, flags, words, wanted, task=task, focus=focus)
+        # what a model's summary may draw on: the turns, the summary so far, the task and the facts; not
+        # the side call's own instructions, whose words ("keep", "summary", "decisions") back any summary
+        material = "\n\n".join([task, summary_so_far(previous), transcript(batch, flags, cut=self._cut), facts_text])
         cap = _cap_tokens(ctx.budget)
 
         def missing_in(text: str) -> dict[int, list[Item]]:
@@ -651,7 +684,7 @@ class Summariser:
             attempts = attempt
             outcome.calls += 1
             try:
-                text = read_summary(await self._side_call(prompt, cap))
+                text = read_summary(await self._side_call(prompt, cap, getattr(ctx, "prefix", "")))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the side call failed, or a malformed answer: wisp writes it alone
@@ -663,7 +696,7 @@ class Summariser:
                 break
             if not text:
                 continue
-            backing = support(text, base_prompt + "\n" + facts_text)
+            backing = support(text, material)
             if not backing.supported:  # about something else: never used, never asked again
                 dropped = backing.reason()
                 outcome.dropped = backing.reason(words=True)
@@ -693,7 +726,7 @@ class Summariser:
         full = f"{text}\n\n{completion}".strip() if completion else text
         left = missing_in(full)
         # the rule this method exists for; only wisp's own cap (the oldest lines) may leave an identifier out
-        assert not left or "older lines not kept here for room" in completion, f"wisp's completion left out {left}"
+        assert not left or DROPPED_FOR_ROOM in completion, f"wisp's completion left out {left}"
         completed = sorted({str(i) for ms in missing.values() for i in ms})
         if completion:
             outcome.completed = sorted(set(outcome.completed) | set(completed))
@@ -732,9 +765,9 @@ class Summariser:
         parts.append(f"Write the new running summary, at most {words} words.")
         return "\n\n".join(parts)
 
-    async def _side_call(self, prompt: str, max_tokens: int) -> str:
+    async def _side_call(self, prompt: str, max_tokens: int, prefix: str = "") -> str:
         assert self.side_call is not None
-        messages = [{"role": "system", "content": SUMMARY_RULES}, {"role": "user", "content": prompt}]
+        messages = side_messages(SUMMARY_RULES, prompt, prefix)
         return (await self.side_call.complete(messages, max_tokens=max_tokens, schema=SUMMARY_SCHEMA)).strip()
 
     def _audit_failed(self, conversation: int, turn: int | None, reason: str, turns: list[int],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -377,6 +378,26 @@ def surest_newest_within(lines: list[str], tokens: int | None, *,
     return [lines[i] for i in sorted(chosen)], len(lines) - len(chosen)
 
 
+#: At most this many entries are named for the statements a capped list does not show.
+MAX_NAMED_ENTRIES = 16
+_ROW_ENTRY = re.compile(r"^- turn \d+, entry (\d+):")
+
+
+def _entries_of(rows: Any, most: int = MAX_NAMED_ENTRIES) -> str:
+    """``", in entry 3, entry 15, entry 19"`` for statement rows (``- turn N, entry E: "…"``): what a capped list
+    names of the statements it leaves out, so the model can recall them by entry (a few tokens each);
+    the oldest :data:`MAX_NAMED_ENTRIES` (the list keeps the newest, so the oldest are the furthest from
+    anything the request still shows), ``""`` when no row names its entry."""
+    numbers = sorted({int(m.group(1)) for r in rows for m in [_ROW_ENTRY.match(r)] if m})
+    if not numbers:
+        return ""
+    shown = numbers[:most]
+    if not shown:
+        return ""
+    more = ", …" if len(numbers) > len(shown) else ""
+    return ", in " + ", ".join(f"entry {n}" for n in shown) + more  # each named as a recall names it
+
+
 def cap_statements(text: str, tokens: int | None) -> str:
     """``text`` (a version's text) with its block of the person's statements
     (:data:`STATEMENTS_HEAD`, the last block) cut to ``tokens``: the newest
@@ -390,8 +411,16 @@ def cap_statements(text: str, tokens: int | None) -> str:
     kept, gone = surest_newest_within(rows, tokens)
     if not gone:
         return text
-    lines = [STATEMENTS_HEAD, f"- ({gone} older statements not shown for room; a search of the conversation "
-                              "finds them)", *kept, *after]
+    most = min(MAX_NAMED_ENTRIES, tokens // 12)  # the names take at most about a quarter of the list's tokens
+
+    def gone_line(kept_rows: list[str], count: int) -> str:
+        return (f"- ({count} older statements not shown for room{_entries_of([r for r in rows if r not in kept_rows], most)}; "
+                "a search of the conversation finds them)")
+
+    # the line that names what went counts against the list's tokens too
+    kept, gone = surest_newest_within(rows, max(0, tokens - estimate_tokens(gone_line(kept, gone)) - 4))
+    head = [gone_line(kept, gone)]
+    lines = [STATEMENTS_HEAD, *head, *kept, *after]
     return before + "\n".join(lines)
 
 
@@ -411,6 +440,25 @@ def _index_key(ref: OutputRef) -> str:
     return key if len(key) <= 60 else key[:59] + "…"
 
 
+#: Files whose reads hold settings (a value a later question asks for), by their name's ending.
+SETTINGS_FILES = (".toml", ".yaml", ".yml", ".json", ".ini", ".cfg", ".conf", ".env", ".properties", ".lock")
+
+
+def _index_rank(key: str, ref: OutputRef) -> int:
+    """Where an output comes in the compact index: 0 a run or call that
+    failed (its error is asked for later, and no fact holds it), 1 a read of
+    a settings file (:data:`SETTINGS_FILES`, ``.env.production``: the values
+    asked for later), 2 any other read or a read-only tool's output, 3 a run
+    that did not fail (the tests facts hold its result)."""
+    digest = ref.digest or {}
+    if digest.get("failed") or digest.get("exit_status") not in (0, None):
+        return 0
+    if ref.tool == "read_file":
+        name = key.rsplit("/", 1)[-1].lower()
+        return 1 if name.endswith(SETTINGS_FILES) or name.startswith(".env") else 2
+    return 3 if ref.read_only is not True else 2
+
+
 def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token: float | None,
                    has_memory: bool = True) -> str:
     """The line that stands for ``refs``, the references left out of the
@@ -426,12 +474,7 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
     for r in reversed(refs):
         index.setdefault(_index_key(r), []).append(r)
     used = estimate_tokens(line + " Index, newest first: ", chars_per_token) + 12
-    # what was read, and what failed, before the runs that passed (the tests facts hold those): each newest first
-    def passed_run(key: str) -> bool:
-        r = index[key][0]
-        return r.read_only is not True and not (r.digest or {}).get("failed") and \
-            (r.digest or {}).get("exit_status") in (0, None) and r.tool != "read_file"
-    keys = [k for k in index if not passed_run(k)] + [k for k in index if passed_run(k)]
+    keys = sorted(index, key=lambda k: _index_rank(k, index[k][0]))  # sorted() keeps newest first in a rank
     row_texts = []
     for key in keys:
         group = index[key]
@@ -452,29 +495,26 @@ def _unlisted_line(refs: list[OutputRef], shown: str, room: int, chars_per_token
             upgraded += 1
         rows = row_texts[:upgraded] + singles[upgraded:]
     else:
-        # the most keys by an entry that leave room for the others' names; if even the names do not all
-        # fit, the newest by an entry in half the room and names in the rest
+        # the most keys by an entry that leave room for the others' names, and never fewer than fit in
+        # half the room (an entry named is one the model can recall; a name is a search away); then the
+        # others by name, in the index's order, as far as they go
         k = len(keys)
         while k > 0 and used + sum(single_costs[:k]) + sum(name_costs[k:]) > room:
             k -= 1
-        if k > 0 or used + sum(name_costs) <= room:
-            rows, names = singles[:k], keys[k:]
-        else:
-            rows = []
-            for text, cost in zip(singles, single_costs):
-                if used + cost > (room + used) // 2:
-                    break
-                rows.append(text)
-                used += cost
-            for key, cost in list(zip(keys, name_costs))[len(rows):]:
-                if used + cost > room:
-                    break
-                names.append(key)
-                used += cost
+        half = 0
+        while half < len(keys) and used + sum(single_costs[:half + 1]) <= (room + used) // 2:
+            half += 1
+        rows = singles[:max(k, half)]
+        used += sum(single_costs[:len(rows)])
+        for key, cost in list(zip(keys, name_costs))[len(rows):]:
+            if used + cost > room:
+                break
+            names.append(key)
+            used += cost
     rest = len(index) - len(rows) - len(names)
     if not rows and not names:
         return line
-    text = line + " Index (reads and failures first), newest first: " + "; ".join(rows)
+    text = line + " Index (failures, settings read, other reads, then passed runs; newest first): " + "; ".join(rows)
     if names:
         text += ("; also " if rows else "") + ", ".join(names)
     return text + (f"; and {rest} more read or run" if rest else "")
@@ -531,12 +571,19 @@ def summary_layer_text(version: SummaryVersion | None, flags: ToolFlags, *, max_
         text, listed = render(version, refs_cap)
         if fits(text):
             return text, listed
-    # last, the start of what is left (wisp's older lines) is not shown; its end (the person's statements) stays
-    body = cap_statements(version.text, max_statement_tokens).strip()
-    rest = estimate_tokens(text, chars_per_token) - estimate_tokens(body, chars_per_token)
-    room = max(40, max_tokens - rest)
-    cut = dataclasses.replace(version, text=_keep_tail(body, room, chars_per_token))
-    return _layer_text(cut, flags, max_ref_tokens=refs_cap, chars_per_token=chars_per_token)
+    # last, the start of what is left (wisp's older lines) is not shown; its end (the person's statements)
+    # stays, as many of them as leave the layer within its cap (the newest sure ones first)
+    statements = max_statement_tokens
+    for _ in range(6):
+        body = cap_statements(version.text, statements).strip()
+        rest = estimate_tokens(text, chars_per_token) - estimate_tokens(body, chars_per_token)
+        room = max(40, max_tokens - rest)
+        cut = dataclasses.replace(version, text=_keep_tail(body, room, chars_per_token))
+        out = _layer_text(cut, flags, max_ref_tokens=refs_cap, chars_per_token=chars_per_token)
+        if fits(out[0]) or statements is None or statements < 40:
+            return out
+        statements = int(statements * 0.7)
+    return out
 
 
 def _held_by_model_part(version: SummaryVersion) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .history import entries_to_messages
+from .loops import collapse_loops
 from .references import ReferenceForm, reference_form, reference_text
 
 __all__ = ["ToolFlags", "OutputRef", "render_turn", "turn_outputs", "transcript", "compact_arguments"]
@@ -99,7 +100,9 @@ def render_turn(turn_number: int, entries: list[Any], flags: ToolFlags, *, whole
 
     With ``whole`` the tool outputs are kept in full; otherwise each is
     replaced by its reference (the prompt, the replies and the tool calls'
-    arguments stay whole either way). Thinking and notices are never sent
+    arguments stay whole either way); a result that stands for repeated
+    failed calls (``meta.collapsed``: :func:`wisp.core.context.loops.collapse_loops`)
+    is its own short text in both. Thinking and notices are never sent
     (:func:`wisp.core.context.history.entries_to_messages`).
     """
     if whole:
@@ -107,7 +110,7 @@ def render_turn(turn_number: int, entries: list[Any], flags: ToolFlags, *, whole
     shown = []
     refs: list[int] = []
     for e in entries:
-        if e.kind == "tool_result":
+        if e.kind == "tool_result" and not (e.meta or {}).get("collapsed"):
             read_only = flags.read_only.get(e.tool_name or "")
             text = reference_text(e.number, e.tool_name, turn=turn_number, form=flags.form(e.tool_name),
                                   content=e.content, meta=e.meta, read_only=read_only)
@@ -129,13 +132,14 @@ def transcript(turns: list[tuple[int, list[Any]]], flags: ToolFlags, *,
         assistant called read_file {"path": "a.py"} (entry 9)
         [output of entry 10 not repeated: …]
 
-    ``cut`` may shorten long prompts and replies.
+    ``cut`` may shorten long prompts and replies. Loops are collapsed as in a
+    request (:func:`wisp.core.context.loops.collapse_loops`).
     """
     cut = cut or (lambda s: s)
     lines: list[str] = []
     for number, entries in turns:
         lines.append(f"Turn {number}:")
-        for e in entries:
+        for e in collapse_loops(entries):
             if e.kind == "prompt":
                 lines.append(f"person (entry {e.number}): {cut(e.content)}")
             elif e.kind == "reply" and e.content.strip():
@@ -143,6 +147,8 @@ def transcript(turns: list[tuple[int, list[Any]]], flags: ToolFlags, *,
             elif e.kind == "tool_call":
                 args = compact_arguments(e.arguments, 300)
                 lines.append(f"assistant called {e.tool_name} {args} (entry {e.number})")
+            elif e.kind == "tool_result" and (e.meta or {}).get("collapsed"):
+                lines.append(e.content)
             elif e.kind == "tool_result":
                 read_only = flags.read_only.get(e.tool_name or "")
                 lines.append(reference_text(e.number, e.tool_name, turn=number, form=flags.form(e.tool_name),

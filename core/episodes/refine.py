@@ -56,6 +56,7 @@ from typing import Any
 from ..processes import tag_alive, this_process
 from ..sidecall import Message, SideCall, SideCallError, SideCallInfo, read_json_object
 from ..statements import stated
+from ..streamed import recover_open_turns
 from .capture import finalize_pending, memory_enabled
 from .dates import format_local, memory_timezone
 from .ids import format_memory_id, next_memory_number
@@ -653,7 +654,13 @@ class Refiner:
         if not memory_enabled(self.config):
             return RefineReport("disabled")
         tz = memory_timezone(self.config)
-        await self.store.recover_open_turns()
+        # a dead process's open turns: stopped, and what they had streamed written to the audit log
+        audit = _audit_log(self.config)
+        try:
+            await recover_open_turns(self.store, audit)
+        finally:
+            if audit is not None:
+                audit.close()
         await finalize_pending(self.store)
         async with self.store.transaction() as db:
             await _release_stale(db, _now_dt())
@@ -793,6 +800,18 @@ async def _anything_awaiting(store: Any) -> bool:
     async with store.db.execute(
             "SELECT 1 FROM episode_exchanges WHERE batch_id IS NULL AND outcome IS NOT NULL LIMIT 1") as cur:
         return await cur.fetchone() is not None
+
+
+def _audit_log(config: Any) -> Any:
+    """The audit log ``config`` names (a :class:`wisp.core.audit.AuditLog`),
+    or ``None`` for a config that names none."""
+    directory = getattr(config, "audit_dir", None)
+    if directory is None:
+        return None
+    from ..audit import AuditLog
+
+    return AuditLog(directory, enabled=bool(config.get("audit.enabled")),
+                    max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
 
 
 def _why(exc: BaseException) -> str:

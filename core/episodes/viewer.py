@@ -364,7 +364,49 @@ def _make_handler(viewer: _Viewer, allowed_hosts: set[str] | None) -> type[BaseH
 
 
 class _Server(ThreadingHTTPServer):
+    """One thread a connection, but bounded: at most :attr:`MAX_CONNECTIONS`
+    at once (another is closed at once rather than given a thread), and a
+    connection that sends nothing for :attr:`IDLE_TIMEOUT_S` seconds is
+    closed, so idle sockets (800 of them held 801 threads) cannot pile up
+    threads. A client that leaves mid-answer is no error worth a traceback."""
+
     daemon_threads = True
+    #: Connections served at once; more are closed unanswered.
+    MAX_CONNECTIONS = 32
+    #: Seconds a connection may stay silent (before or within its request) before it is closed.
+    IDLE_TIMEOUT_S = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: closed at once, no thread
+            return
+        try:
+            request.settimeout(self.IDLE_TIMEOUT_S)
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up or went silent is nothing to report; anything
+        else is one line on stderr, never a traceback."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (OSError, TimeoutError)):
+            return
+        print(f"wisp memory serve: a request from {client_address[0]} failed: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
 
 
 class MemoryViewer:

@@ -290,6 +290,9 @@ def run_values(scenario: Scenario, memory: bool, person: Config, link: ModelLink
     if quick:
         values["model.max_tokens"] = QUICK_MAX_TOKENS
         values["agent.max_steps"] = QUICK_MAX_STEPS
+    # commands the scenario allows may write its scratch directory (a build keeps its counter there,
+    # as a person's would); a scenario or --set may say otherwise
+    values["tools.run_command.allow_writes"] = True
     chosen = {**scenario.config, **(settings or {})}
     values.update(chosen)
     for key in [k for k, v in chosen.items() if v is None]:

@@ -40,7 +40,7 @@ import json
 import re
 from typing import Any
 
-from ..text import fold, folded_words, search_words
+from ..text import _SEARCH_WORD as _SEARCH_WORD_RE, fold, folded_words, search_words
 from ..tokens import estimate_tokens
 from .paging import EOF_MARK, split_stored_lines
 from .recall import END, Recalled, _call_arguments, _range, _source_word, load_entry
@@ -91,18 +91,79 @@ def stem_term(word: str) -> str:
     return word
 
 
+#: How many of the best hits are read again with their words in hand (:func:`read_for`).
+RERANK = 60
+#: Words found within this many words of each other count again, as the line that answers would.
+NEAR_WORDS = 12
+_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def word_parts(word: str) -> list[str]:
+    """A word and, when it is compound, its parts, folded: ``RuntimeError`` →
+    runtimeerror, runtime, error; ``test_ingest`` → test_ingest, test,
+    ingest; ``HTTPServer`` → httpserver, http, server. A question says
+    "error" where a log says ``ValueError``."""
+    out = [fold(word)]
+    for piece in word.split("_"):
+        for part in _PART.findall(piece) or [piece]:
+            f = fold(part)
+            if f and f not in out:
+                out.append(f)
+    return out
+
+
+def read_for(text: str, words: list[str],
+             weights: dict[str, tuple[float, float]]) -> tuple[dict[str, float], float]:
+    """How ``text`` holds the search ``words``: ``found`` (word → its weight:
+    ``weights[word][0]`` when a word of the text or a part of one is the
+    word, ``weights[word][1]`` when it only begins with the word's
+    :func:`stem_term`), and ``near``: the largest sum of the weights of
+    distinct words found within :data:`NEAR_WORDS` words of each other (0
+    when fewer than two are). Reads at most 200,000 characters."""
+    tokens = _SEARCH_WORD_RE.findall(text[:200_000])
+    wanted = [(w, fold(w), fold(stem_term(w))) for w in words]
+    found: dict[str, float] = {}
+    spots: list[tuple[int, str, float]] = []
+    for i, token in enumerate(tokens):
+        parts = word_parts(token)
+        for w, exact, stem in wanted:
+            whole, loose = weights.get(w, (1.0, 0.8))
+            m = whole if exact in parts else loose if any(p.startswith(stem) for p in parts) else 0.0
+            if m:
+                found[w] = max(found.get(w, 0.0), m)
+                spots.append((i, w, m))
+    near = 0.0
+    start = 0
+    for end in range(len(spots)):
+        while spots[end][0] - spots[start][0] >= NEAR_WORDS:
+            start += 1
+        best: dict[str, float] = {}
+        for _, w, m in spots[start:end + 1]:
+            best[w] = max(best.get(w, 0.0), m)
+        if len(best) > 1:
+            near = max(near, sum(best.values()))
+    return found, near
+
+
 async def ranked_hits(store: Any, conversation: int, words: list[str],
                       current_turn: int | None) -> tuple[list[Any], bool]:
     """Every entry holding any of ``words`` (each as written, or its
     :func:`stem_term` prefix), best first, and whether the best holds only
-    some of them. An entry is ranked by the summed rarity of the distinct
-    words it holds (the inverse document frequency over this conversation's
-    entries: a word few entries hold says more than a word many hold; a
-    stem's match counts 0.8 of it, an identifier's :data:`IDENTIFIER_WEIGHT`
-    times), then newest first (a correction made later comes before what it
-    corrected), then by bm25. Two FTS5 queries a word (at most
-    :data:`~wisp.core.text.MAX_SEARCH_WORDS` words), each reading at most
-    :data:`WEIGH_LIMIT` hits."""
+    some of them.
+
+    An entry is ranked by the summed rarity of the distinct words it holds
+    (the inverse document frequency over this conversation's entries: a
+    word few entries hold says more than a word many hold; a stem's match
+    counts 0.8 of it, an identifier's :data:`IDENTIFIER_WEIGHT` times). The
+    best :data:`RERANK` are then read again (:func:`read_for`): a part of a
+    compound word counts as the word (``error`` in ``RuntimeError``), and the
+    words found close together count a second time, so the line that holds
+    the question's words together (``FAILED tests/…test_ingest.py … Error``)
+    comes before a long text where they lie scattered. Ties go newest first
+    (a correction made later comes before what it corrected), then by bm25.
+    Two FTS5 queries a word (at most :data:`~wisp.core.text.MAX_SEARCH_WORDS`
+    words), each reading at most :data:`WEIGH_LIMIT` hits, and at most
+    :data:`RERANK` entries read."""
     import math
 
     words = list(dict.fromkeys(w for w in words if w))
@@ -115,6 +176,7 @@ async def ranked_hits(store: Any, conversation: int, words: list[str],
     rank: dict[int, float] = {}
     held: dict[int, int] = {}
     first: dict[int, Any] = {}
+    weights: dict[str, tuple[float, float]] = {}
 
     def rarity(n: int) -> float:
         return math.log((total + 1) / (n + 0.5)) + 0.1
@@ -126,6 +188,7 @@ async def ranked_hits(store: Any, conversation: int, words: list[str],
         stem = stem_term(word)
         loose = await store.search(stem, limit=WEIGH_LIMIT, **common)
         boost = IDENTIFIER_WEIGHT if _is_identifier(word) else 1.0
+        weights[word] = (rarity(len(exact)) * boost, rarity(len(loose)) * boost * 0.8)
         best: dict[int, float] = {}
         for hits, weight in ((exact, rarity(len(exact)) * boost), (loose, rarity(len(loose)) * boost * 0.8)):
             for h in hits:
@@ -135,9 +198,17 @@ async def ranked_hits(store: Any, conversation: int, words: list[str],
         for entry, weight in best.items():
             score[entry] = score.get(entry, 0.0) + weight
             held[entry] = held.get(entry, 0) + 1
-    terms = words
     order = sorted(first, key=lambda e: (-round(score[e], 6), -e, rank[e]))
-    any_word = bool(order) and held[order[0]] < len(terms)
+    for e in order[:RERANK]:
+        got = await store.get_entry(conversation, e)
+        if got is None:
+            continue
+        args = json.dumps(got.arguments, ensure_ascii=False) if got.arguments else ""
+        found, near = read_for(f"{got.content or ''} {got.tool_name or ''} {args}", words, weights)
+        score[e] = max(score[e], sum(found.values())) + near
+        held[e] = max(held[e], len(found))
+    order = sorted(first, key=lambda e: (-round(score[e], 6), -e, rank[e]))
+    any_word = bool(order) and held[order[0]] < len(words)
     return [first[e] for e in order], any_word
 
 

@@ -54,7 +54,8 @@ def test_the_distiller_proposes_a_decision_stated_in_passing_or_says_it_proposed
 
     proposed = [e for e in events if e["event"] == "fact_changed" and e["source"] == "model"]
     report = json.loads(wisp("inspect", "context", "--json", cwd=tmp_path).stdout)
-    system = report["request"]["messages"][0]["content"]
+    # the facts layer rides last in the request (where the next prompt begins); the whole request is read
+    system = "\n".join(str(m.get("content") or "") for m in report["request"]["messages"])
     if not proposed:
         print("the model proposed nothing for: we decided the CSV export uses semicolons")
         assert "inferred" not in system  # and the facts layer holds no proposal of its

@@ -154,6 +154,10 @@ class ScriptedReads:
             messages = body.get("messages") or []
             last = messages[-1] if messages else {}
             content = last.get("content") if isinstance(last, dict) else None
+            if isinstance(content, str):  # the person's words: before the facts and task wisp puts at its end
+                from wisp.core.context.composer import person_part
+
+                content = person_part(content)
             path = self.reads.get(content.strip()) if last.get("role") == "user" and isinstance(content, str) else None
             if path is not None:
                 self._scripted(h, body, path)

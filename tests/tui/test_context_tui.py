@@ -188,3 +188,32 @@ async def test_show_entry_view_is_highlighted_and_paged(ollama_home, tmp_path: P
         await command(pilot, app, "/show entry 99")
         assert isinstance(app.screen, ShowScreen) is False
         assert len(srv.chat_bodies) == asked
+
+
+async def test_the_command_palette_finds_and_runs_wisps_commands(ollama_home, tmp_path: Path) -> None:
+    """Ctrl+P lists wisp's slash commands: "inspect" finds /inspect context and Enter opens the
+    context view, as typing it does; a command that needs words goes to the prompt input."""
+    from textual.command import CommandPalette
+
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"inspect")
+        await until(pilot, lambda: "/inspect" in str(app.screen.query_one("CommandList").get_option_at_index(0).prompt)
+                    if app.screen.query_one("CommandList").option_count else False, "the hit")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, InspectContextScreen), "the inspect view")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, InspectContextScreen), "the view to close")
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"search")
+        await until(pilot, lambda: "/search" in str(app.screen.query_one("CommandList").get_option_at_index(0).prompt)
+                    if app.screen.query_one("CommandList").option_count else False, "the hit")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.prompt_input.text == "/search ", "the command in the input")
+        await pilot.press("f1")  # the help names the palette
+        await until(pilot, lambda: "Ctrl+P" in str(getattr(app.screen.query("Markdown").first(), "source", "")
+                                                   if app.screen.query("Markdown") else ""), "the help")

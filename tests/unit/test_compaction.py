@@ -164,7 +164,8 @@ async def test_compact_previews_without_recording_then_applies(wisp_home: Path, 
         after = await s.context.compose(conv)
         assert [t.number for t in after.turns] == [5] and after.left == [1, 2, 3, 4]
         # the task is its own layer still, never summarised away
-        assert "Task (set by the person): fix the payment bug" in after.messages[0]["content"]
+        assert "Task (set by the person): fix the payment bug" in after.messages[-1]["content"]  # before the next prompt
+        assert after.layer("task").text in after.messages[-1]["content"]
         # never destructive: the turns stay in the store
         assert [t.number for t in await s.store.turns(conv)] == [1, 2, 3, 4, 5]
         shown = await run_command(s, "/show turn 2")

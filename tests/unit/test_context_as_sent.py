@@ -89,3 +89,27 @@ def test_wisp_ask_json_reports_the_prompt_tokens_the_server_evaluated(wisp_home:
     assert (u1["prompt"], u1["cached"], u1["evaluated"]) == (900, None, 900)  # no cache said: all evaluated
     assert (u2["prompt"], u2["cached"], u2["evaluated"]) == (950, 880, 70)
 
+
+
+async def test_after_a_paste_over_the_window_inspect_says_what_sending_will_do_first(wisp_home: Path,
+                                                                                    tmp_path: Path) -> None:
+    """A 25 KB paste, answered: the record as it stands is over the budget, so the request /inspect
+    context composes is not the one sending gives. It says so, and what sending does first; then the
+    request sent does fit."""
+    log = "\n".join(f"2026-12-03 10:{i // 60:02}:{i % 60:02} worker-{i % 7} processed batch {i} in {i * 7 % 900} ms"
+                    for i in range(400))
+    with FakeOpenAI() as srv:
+        write_config(wisp_home, {"model.provider": "openai", "model.endpoint": srv.base_url, "model.name": "m",
+                                 "model.timeout_s": 5, "model.context_window": 4096, "tools.enabled": []})
+        srv.push(reply(text("Looks like steady batches.")), reply(text("Yes.")))
+        async with await Session.open(SessionOptions(workdir=tmp_path)) as session:
+            assert await session.connect()
+            [e async for e in session.run_turn("Here is the log:\n" + log + "\nWhat stands out?")]
+            report = await inspect_context(session.context, session.conversation_id)
+            assert report.tokens_left < 0, report.headline()
+            assert "when you send, wisp fits this first" in report.headline()
+            assert f"over the budget by {-report.tokens_left:,} tokens" in report.to_text()
+            assert report.to_dict()["fitting"] == report.fitting()
+            [e async for e in session.run_turn("and the slowest batch?")]
+    sent = srv.chat_bodies[-1]
+    assert len(json.dumps(sent)) < len(log)  # the request sent was fitted: the paste did not go whole

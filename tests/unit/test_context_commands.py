@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from wisp.core.commands import help_text, run_command
+from wisp.core.context.composer import context_part, person_part
 from wisp.core.context.inspect import ContextReport
 from wisp.core.context.show import ShowMaterial
 from wisp.core.session import Session, SessionOptions
@@ -89,11 +90,23 @@ async def test_task_set_show_clear(ollama_home, tmp_path: Path) -> None:
         srv.push(reply(text("ok")))
         async for _ in s.run_turn("go on"):
             pass
-        assert "Task (set by the person): word word" in srv.chat_bodies[-1]["messages"][0]["content"]
+        last = srv.chat_bodies[-1]["messages"][-1]["content"]  # at the start of the prompt's message, before it
+        assert "Task (set by the person): word word" in context_part(last) and person_part(last) == "go on"
         cleared = await run_command(s, "/task clear")
         assert "Cleared the task" in cleared.text
         assert "There is no task to clear." in (await run_command(s, "/task clear")).text
         assert (await run_command(s, "/task objective: only")).error
+
+
+@pytest.mark.parametrize("line", ["/fact task x = objective:", "/fact task x = ; objective: y",
+                                  "/fact task x = objective: only"])
+async def test_a_task_set_through_fact_without_its_parts_is_a_clear_error(ollama_home, tmp_path: Path,
+                                                                          line: str) -> None:
+    home, srv = ollama_home
+    async with await Session.open(SessionOptions(workdir=tmp_path)) as s:
+        r = await run_command(s, line)  # raised FactError out of the command before
+        assert r.error and "write /task THE TASK; objective: WHAT DONE LOOKS LIKE" in r.text
+        assert "Usage: /task" in r.text and "\n" not in r.text
 
 
 async def test_task_before_any_turn_creates_the_conversation(ollama_home, tmp_path: Path) -> None:
@@ -105,7 +118,7 @@ async def test_task_before_any_turn_creates_the_conversation(ollama_home, tmp_pa
         srv.push(reply(text("ok")))
         async for _ in s.run_turn("start"):
             pass
-        assert "Task (set by the person): write the docs" in srv.chat_bodies[-1]["messages"][0]["content"]
+        assert "Task (set by the person): write the docs" in srv.chat_bodies[-1]["messages"][-1]["content"]
 
 
 async def test_show_entry_turn_and_fact(ollama_home, tmp_path: Path) -> None:
@@ -149,8 +162,8 @@ async def test_inspect_context_lists_the_layers(ollama_home, tmp_path: Path) -> 
         r = await run_command(s, "/inspect context")
         assert isinstance(r.data, ContextReport) and not r.error
         report = r.data
-        assert [row.key for row in report.rows] == ["system", "instructions", "tools", "facts", "task", "summary",
-                                                    "older", "recent", "current"]
+        assert [row.key for row in report.rows] == ["system", "instructions", "tools", "summary", "older", "recent",
+                                                    "facts", "task", "current"]
         rows = {row.key: row for row in report.rows}
         assert rows["task"].tokens > 0 and rows["task"].hint == f"/task clear frees {rows['task'].tokens} tokens"
         assert rows["older"].items == 1 and "1 reference to tool outputs" in rows["older"].hint
@@ -196,7 +209,7 @@ def test_wisp_inspect_context_json_makes_no_request(wisp_home: Path, tmp_path: P
         assert len(srv.requests) == requests_before  # not one request, not even a model list
         data = json.loads(r.stdout)
         layers = {layer["key"]: layer for layer in data["layers"]}
-        assert list(layers) == ["system", "instructions", "tools", "facts", "task", "summary", "older", "recent",
+        assert list(layers) == ["system", "instructions", "tools", "summary", "older", "recent", "facts", "task",
                                 "current"]
         assert all(isinstance(layer["tokens"], int) for layer in layers.values())
         assert layers["system"]["tokens"] > 0 and layers["older"]["items"] == 1
@@ -207,7 +220,7 @@ def test_wisp_inspect_context_json_makes_no_request(wisp_home: Path, tmp_path: P
         assert tool_msgs[0]["content"].startswith("[output of entry 4 not repeated: read_file, turn 1;")
         plain = subprocess.run([WISP, "inspect", "context", "--conversation", str(data["conversation"])],
                                capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
-        assert plain.returncode == 0 and "tokens left" in plain.stdout and "3. facts" in plain.stdout
+        assert plain.returncode == 0 and "tokens left" in plain.stdout and "6. facts" in plain.stdout
         assert len(srv.requests) == requests_before
         bad = subprocess.run([WISP, "inspect", "context", "--conversation", "999"], capture_output=True,
                              text=True, cwd=tmp_path, env=env, timeout=60)

@@ -28,8 +28,8 @@ async def test_replay_of_a_long_session(wisp_home: Path, tmp_path: Path) -> None
     assert result.requests > TURNS
     assert result.requests_with_references >= 10  # ended turns' outputs went as references
     assert "Running summary of turns 1–" in result.last_text
-    assert "branch = feature/retry-backoff [tool git, turn 30" in result.last_text
-    assert "(before: main)" in result.last_text
+    assert 'branch = "feature/retry-backoff" [tool git, turn 30' in result.last_text
+    assert '(before: "main")' in result.last_text
     # the facts the session set are the person's and the tools'
     assert "decision http library = httpx [person]" in result.facts
     assert any(f.startswith("tests pytest = passed") and f.endswith("[tool]") for f in result.facts)

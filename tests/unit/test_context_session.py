@@ -83,6 +83,15 @@ def system_of(body: dict) -> str:
     return body["messages"][0]["content"]
 
 
+def facts_of(body: dict) -> str:
+    """The facts and the task as a request gives them: at the end of the prompt's message, after its words."""
+    from wisp.core.context.composer import FACTS_HEADING, context_part, person_part
+
+    texts = [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
+    return "\n\n".join(context_part(t) or t for t in texts
+                       if context_part(t) or t.startswith((FACTS_HEADING, "Task (")))
+
+
 async def test_workdir_and_branch_facts_before_each_request(wisp_home: Path, srv, tmp_path: Path) -> None:
     make_home(wisp_home, srv)
     work = tmp_path / "proj"
@@ -93,14 +102,14 @@ async def test_workdir_and_branch_facts_before_each_request(wisp_home: Path, srv
         changed = [e for e in events if isinstance(e, ev.FactChanged)]
         assert [(e.subject, e.value, e.source) for e in changed] == [("workdir", str(work.resolve()), "tool"),
                                                                      ("branch", "main", "tool")]
-        assert "- branch = main [tool git, turn 1; c2]" in system_of(srv.chat_bodies[0])
+        assert '- branch = "main" [tool git, turn 1; c2]' in facts_of(srv.chat_bodies[0])
         events = await run(s, "again")
         assert not [e for e in events if isinstance(e, ev.FactChanged)]  # unchanged: no new version
         git_head(work, "feature/login")
         events = await run(s, "and now?")
         changed = [e for e in events if isinstance(e, ev.FactChanged)]
         assert [(e.fact, e.value) for e in changed] == [("c3", "feature/login")]
-        assert "- branch = feature/login [tool git, turn 3; c3] (before: main)" in system_of(srv.chat_bodies[-1])
+        assert '- branch = "feature/login" [tool git, turn 3; c3] (before: "main")' in facts_of(srv.chat_bodies[-1])
         history = await s.context.facts.history(s.conversation_id, "branch")
         assert [f.value for f in history[0][1]] == ["main", "feature/login"]
     recorded = [e for e in s.audit.iter_events() if e["kind"] == "fact.recorded"]
@@ -119,7 +128,7 @@ async def test_tests_fact_from_a_command_output(wisp_home: Path, srv, tmp_path: 
         assert len(tests) == 1 and tests[0].name == "pytest"
         assert tests[0].value == "failed (exit status 1): 1 failed, 2 passed; failing: tests/test_x.py::test_b"
         # recorded before the next request of the same turn: the model sees it at once
-        assert "tests pytest = failed (exit status 1)" in system_of(srv.chat_bodies[1])
+        assert 'tests pytest = "failed (exit status 1)' in facts_of(srv.chat_bodies[1])
         fact = await s.context.facts.current_of(s.conversation_id, "tests", "pytest")
         assert fact.source == "tool" and fact.tool == "shell" and fact.entries == (3,) and fact.turn == 1
         srv.push(reply(tool_call("shell", {"command": "pytest -q"}), finish="tool_calls"), reply(text("Green.")))
@@ -177,13 +186,16 @@ async def test_calibration_is_kept_per_model(wisp_home: Path, srv, tmp_path: Pat
         assert after.samples == 2 and after.ratio != state.ratio
 
 
+#: A long reply whose words vary (one phrase over and over is a loop: the agent stops it, model.repeat_stop_chars).
+LONG_REPLY = " ".join(f"word {k} of a long reply" for k in range(27))
+
 async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, side, tmp_path: Path) -> None:
     make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
     async with await open_session(tmp_path, tools=[], side_call=side) as s:
         summaries: list[ev.SummaryChanged] = []
         usage: list[ev.Usage] = []
         for n in range(1, 13):
-            srv.push(reply(text(f"answer {n}: " + "words of a long reply " * 30)))
+            srv.push(reply(text(f"answer {n}: " + LONG_REPLY)))
             events = await run(s, f"question {n} about src/mod{n}.py " + "padding " * 20)
             summaries += [e for e in events if isinstance(e, ev.SummaryChanged)]
             usage += [e for e in events if isinstance(e, ev.Usage)]
@@ -193,7 +205,9 @@ async def test_running_summary_lets_old_turns_leave(wisp_home: Path, srv, side, 
         covered = set(latest.covers)
         assert covered and max(covered) < 12
         last = srv.chat_bodies[-1]
-        users = [m["content"] for m in last["messages"] if m["role"] == "user"]
+        from wisp.core.context.composer import context_part, person_part
+
+        users = [person_part(m["content"]) for m in last["messages"] if m["role"] == "user"]
         # covered turns left the window; the summary layer stands for them
         assert not any(u.startswith(f"question {n} ") for u in users for n in covered)
         assert users[-1].startswith("question 12 ")
@@ -359,7 +373,8 @@ async def test_project_instructions_get_their_layer(wisp_home: Path, srv, tmp_pa
         await run(s, "hello")
         system = system_of(srv.chat_bodies[0])
         assert system.count("Always answer in French.") == 1
-        assert system.index("Always answer in French.") < system.index("Facts (")
+        assert system.index("Always answer in French.") > system.index("Earlier tool outputs may stand")
+        assert "Always answer in French." not in facts_of(srv.chat_bodies[0])
         ctx = await s.context.compose(s.conversation_id)
         assert ctx.layer("instructions").tokens > 0 and "AGENTS.md" in ctx.layer("instructions").text
 
@@ -378,7 +393,7 @@ async def test_while_the_running_summary_is_written_the_turn_says_so(wisp_home: 
     async with await open_session(tmp_path, tools=[], side_call=Waiting()) as s:
         writing: list[ev.Notice] = []
         for n in range(1, 13):
-            srv.push(reply(text(f"answer {n}: " + "words of a long reply " * 30)))
+            srv.push(reply(text(f"answer {n}: " + LONG_REPLY)))
             changed: list[ev.SummaryChanged] = []
             async for e in s.run_turn(f"question {n} about src/mod{n}.py " + "padding " * 20):
                 if isinstance(e, ev.Notice) and e.key == "summary-writing":

@@ -135,15 +135,18 @@ async def test_with_the_fact_distiller_a_decision_stated_in_passing_is_in_every_
         assert cells[memory].mean == 10.0, failed(report, "stated-in-passing", memory)
         run = cells[memory].runs[0]
         assert run.side_calls > 4  # a distiller call for each turn that stated a decision, and the summary
+    from wisp.core.context.composer import context_part, person_part
+
     asked = [b["messages"] for b in srv.chat_bodies
-             if b.get("tools") and b["messages"][-1]["content"] == "Which separator does the CSV export use?"]
+             if b.get("tools") and person_part(b["messages"][-1]["content"]) == "Which separator does the CSV export use?"]
     last = asked[-1]  # the question's request (memory on)
+    facts = context_part(last[-1]["content"])  # the facts end the question's message
     assert "semicolons" not in "".join(
-        str(m.get("content")) for m in last[1:])  # the first turn is out of the window…
-    assert re.search(r"^- decision csv export semicolons = the CSV export uses semicolons \[model, inferred, turn 1, "
-                     r"entry 1; a proposal; c\d+\]$", last[0]["content"], re.M)  # …its decision is the model's fact
-    distilled = [b for b in srv.chat_bodies if not b.get("tools")
-                 and str(b["messages"][0]["content"]).startswith("You read one turn of a conversation")]
+        str(m.get("content")) for m in last[1:-1])  # the first turn is out of the window…
+    assert re.search(r'^- decision csv export semicolons = "the CSV export uses semicolons" \[model, inferred, turn 1, '
+                     r"entry 1; a proposal; c\d+\]$", facts, re.M)  # …its decision is the model's fact
+    distilled = [b for b in srv.chat_bodies if not b.get("tools")  # its rules first in the prompt, after the chat's
+                 and str(b["messages"][-1]["content"]).startswith("You read one turn of a conversation")]
     assert len(distilled) == 2 * 4  # memory off and on; the turns that stated no decision made no call
 
 

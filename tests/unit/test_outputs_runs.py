@@ -250,7 +250,7 @@ async def test_tests_fact_follows_pytest_runs(ollama_home, repo: Path) -> None:
     pytest through run_command; the `tests` fact follows the runs, with its source entry."""
     home, srv = ollama_home
     write_config(home, {"model.provider": "ollama", "model.endpoint": srv.base_url, "model.timeout_s": 10,
-                        "tools.run_command.allow": [sys.executable], "tools.run_command.timeout_s": 120})
+                        "tools.run_command.allow": [f"{sys.executable} -m pytest"], "tools.run_command.timeout_s": 120})
     srv.push(reply(tool_call("run_command", {"command": PYTEST}), finish="tool_calls"),
              reply(text("test_add fails.")),
              reply(tool_call("run_command", {"command": PYTEST}), finish="tool_calls"),

@@ -128,10 +128,11 @@ async def test_a_refusal_without_a_count_is_fitted_again_and_answers(wisp_home: 
 
 
 async def test_at_most_two_refits_then_they_answer(wisp_home: Path, tmp_path: Path) -> None:
-    """A server that also holds back 1,000 tokens of its window refuses the first refit too; the second,
-    planned from what both refusals showed, is taken."""
+    """A server that also holds back 500 tokens of its window (beyond the reply's cap it is asked, the
+    1,024-token reserve) refuses the first refit too; the second, planned from what both refusals showed,
+    is taken."""
     paste = prose(random.Random(2), 12_000)
-    with OldLlamaCpp(window=4096, reserve=1000) as srv:
+    with OldLlamaCpp(window=4096, reserve=500) as srv:
         configure(wisp_home, srv)
         srv.push(reply(text("Read it.")))
         async with await open_session(tmp_path) as s:
@@ -291,14 +292,14 @@ def test_the_refusal_message_advises_only_larger_windows(window: int, refits: in
 
 
 def test_the_refit_ratios_grow_and_stop_after_two() -> None:
-    """The first refit plans at least 1.25 × the first try's ratio, the second 1.5 ×, or more where the
+    """The first refit plans at least 1.5 × the first try's ratio, the second 2 ×, or more where the
     refusal bounds the server's count (it refused ``window`` tokens of room for that estimate); no third."""
     refits = agent_mod._Refits(first_ratio=1.0)
     loose = agent_mod.uncounted_refit_ratio(refits, 4096, 4000, None)  # the bound says ~1.08: the step wins
-    assert loose == pytest.approx(1.25)
+    assert loose == pytest.approx(1.5)
     assert agent_mod.uncounted_refit_ratio(refits, 4096, 2000, None) == pytest.approx(4096 / 2000 * 1.05)
     refits.tries = 1
-    assert agent_mod.uncounted_refit_ratio(refits, 4096, 4000, None) == pytest.approx(1.5)
+    assert agent_mod.uncounted_refit_ratio(refits, 4096, 4000, None) == pytest.approx(2.0)
     assert agent_mod.uncounted_refit_ratio(refits, 4096, 100, None) == pytest.approx(2.5)  # capped
     refits.tries = 2
     assert agent_mod.uncounted_refit_ratio(refits, 4096, 4000, None) is None

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given, strategies as st
+
 from wisp.core import events as ev
 from wisp.core.context.compaction import preview_compaction
 from wisp.core.context.support import SUPPORT_MIN, support
@@ -93,3 +95,41 @@ async def test_a_faithful_model_summary_is_used(wisp_home: Path, tmp_path: Path)
             assert latest is not None and latest.model is not None
             assert "dead letter queue" in latest.model_part and "not used" not in latest.completion
             assert '"The service listens on port 8437."' in latest.completion  # the floor, beside it
+
+
+#: A small model's summary that echoes the side call's own instructions, not the turns: the instructions'
+#: words ("keep", "written", "running summary", "words", "new turns") may not back it.
+ECHO = ("Keep these exactly as written. Write the running summary in words. Summary so far: none yet. New turns "
+        "to add. Keep exactly as written; write the running summary of the turns to add, at most words.")
+
+
+async def test_a_summary_backed_only_by_the_side_calls_own_instructions_is_dropped(wisp_home: Path,
+                                                                                   tmp_path: Path) -> None:
+    side = _side(ECHO)
+    with CountingOllama() as srv:
+        make_home(wisp_home, srv, **{"model.context_window": 1500, "context.reserve": 300})
+        async with await open_session(tmp_path, tools=[], side_call=side) as s:
+            for prompt in [*TURNS, *(f"Next, about the ledger part {n}: " + "more words on the same work " * 14
+                                     for n in range(4, 14))]:
+                srv.push(reply(text("Understood. " + "A long reply about the ingest service. " * 12)))
+                await run(s, prompt)
+            latest = await s.context.summaries.latest(s.conversation_id)
+            assert latest is not None and side.calls
+            assert latest.model is None and "the model's summary was not used: only" in latest.completion
+            assert "exactly as written" not in latest.text
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40), min_size=1, max_size=4),
+       st.integers(min_value=0, max_value=200))
+def test_a_summary_object_is_read_whatever_a_small_model_wrote_in_its_strings(notes: list[str], cut: int) -> None:
+    """SmolLM2 writes raw newlines (a code block's) inside the object's strings, or stops mid-object: the
+    summary is the object's text, never its braces and keys (they reached the summary layer and the
+    next request)."""
+    from wisp.core.context.summariser import read_summary
+
+    body = json.dumps({"summary": "\n".join(notes), "decisions": notes[:2], "open": ["```python\nx = 1\n```"]})
+    raw = body.replace("\\n", "\n")  # the newlines written raw, as the model does
+    for reply_text in (raw, raw[:max(12, len(raw) - cut)]):
+        got = read_summary(reply_text)
+        assert '"summary"' not in got and '"decisions"' not in got and '"open"' not in got, got
+    assert " ".join("\n".join(notes).split())[:20] in " ".join(read_summary(raw).split())

@@ -102,7 +102,14 @@ def _read_request(body: dict) -> _Request:
     messages = body.get("messages") or []
     tools = [((t.get("function") or {}).get("name") or "") for t in body.get("tools") or []]
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    req = _Request(str(messages[last_user].get("content") or "") if last_user >= 0 else "", tools)
+    from wisp.core.context.composer import context_part, person_part
+
+    # the person's words are the last user message before the facts and task wisp puts at its end
+    last_text = str(messages[last_user].get("content") or "") if last_user >= 0 else ""
+    context, person = context_part(last_text), person_part(last_text)
+    req = _Request(person, tools)
+    if context:
+        req.lines.extend(context.split("\n"))
     for i, m in enumerate(messages):
         if i == last_user:
             continue
@@ -270,6 +277,11 @@ class ScriptedModel:
         messages = body.get("messages") or []
         system = str(messages[0].get("content") or "") if messages else ""
         prompt = str(messages[-1].get("content") or "") if messages else ""
+        for rules in ("You write episodic memories", "You keep the running summary",
+                      "You read one turn of a conversation and list the facts"):
+            if prompt.startswith(rules):  # a side call that sends the chat's rules first and its own in the prompt
+                system, prompt = prompt, prompt.split("\n\n", 1)[-1]
+                break
         if system.startswith("You write episodic memories"):
             blocks = re.split(r"\n(?=\[\d+\] )", "\n" + prompt)
             out = []

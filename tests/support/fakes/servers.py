@@ -399,12 +399,16 @@ class FakeServer:
 
     @staticmethod
     def default_reply(body: Any) -> dict:
-        """``"You said: <last user content>"`` in word-sized chunks."""
+        """``"You said: <last user content>"`` in word-sized chunks: the person's
+        part of it, before the facts and task wisp puts at its end (a model
+        answers the person, not the data it was given)."""
+        from wisp.core.context.composer import person_part
+
         last = ""
         messages = body.get("messages", []) if isinstance(body, dict) else []
         for msg in messages:
             if isinstance(msg, dict) and msg.get("role") == "user":
-                last = str(msg.get("content") or "")
+                last = person_part(str(msg.get("content") or ""))
         words = f"You said: {last}".split(" ")
         pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
         prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages if isinstance(m, dict))
