@@ -18,7 +18,9 @@ tool's streamed output (a command's) are written to the store as they
 arrive (:class:`~wisp.core.streamed.StreamedEntry`: the entry is created at
 the first piece, then rewritten at most once a second), so a ``kill -9``
 leaves what had arrived, up to the last second of it. Each such entry's
-audit event is still written once, when it ends, with its whole content. A
+audit event is still written once, when it ends, with its whole content;
+an entry a crash cut short gets its audit event from the next wisp that
+starts (:func:`wisp.core.streamed.recover_open_turns`). A
 turn begins by claiming its conversation (:meth:`wisp.core.store.Store.begin_turn`):
 when another live wisp process is running a turn of it, the turn yields one
 :class:`~wisp.core.events.Error` of kind ``busy`` and nothing is recorded.
@@ -35,10 +37,13 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from . import events as ev
 from .context.composer import ContextTooBig
+from .context.loops import call_key, call_text
 from .tokens import estimate_messages
 from .transcript import cut_calls_text
 from .model import base as mb
-from .store import ConversationBusy
+from .model.repetition import DEFAULT_MIN_CHARS, Repeat, RepeatWatch
+from .store import ConversationBusy, ConversationMoved
+from .transactions import to_the_end
 from .streamed import StreamedEntry
 from .tools import ToolContext, ToolRegistry
 from .tools.base import check_arguments
@@ -55,11 +60,43 @@ TRUNCATION_MIN_GAP = 512
 @dataclass
 class AgentSettings:
     """Settings for the loop: ``max_steps`` (requests a turn), ``think``
-    (``on``/``off``/``auto``) and ``max_tokens`` (the reply's cap, tokens)."""
+    (``on``/``off``/``auto``), ``max_tokens`` (the reply's cap, tokens;
+    ``None`` caps it at the reserve its request was planned with, see
+    :func:`reply_cap`) and ``repeat_stop_chars`` (a reply whose end repeats
+    one span over this many characters is stopped; 0 never:
+    :mod:`wisp.core.model.repetition`)."""
 
     max_steps: int = 20
     think: str = "auto"
     max_tokens: int | None = None
+    repeat_stop_chars: int = DEFAULT_MIN_CHARS
+
+
+def reply_cap(max_tokens: int | None, reserve: int | None) -> int | None:
+    """The most tokens a reply may have (sent as Ollama's ``num_predict``,
+    OpenAI's and llama.cpp's ``max_tokens``): ``model.max_tokens`` when set,
+    else the reserve the request was planned with (``reserve``, tokens: the
+    room the composer left for the reply), so that a reply that runs away
+    stops where its room ends instead of running for minutes and filling
+    every later request. ``None`` (no cap) only when neither is set or the
+    reserve is 0."""
+    if max_tokens:
+        return int(max_tokens)
+    return int(reserve) if reserve and reserve > 0 else None
+
+
+#: How many times a turn may ask for the same failed call (:func:`wisp.core.context.loops.call_key`):
+#: the first runs, the second is not run and is told it already failed, the third ends the turn.
+FAILED_CALL_LIMIT = 3
+
+
+@dataclass
+class _Failed:
+    """A call that failed in this turn: its first result's ``entry`` number, its ``error`` text, ``times`` asked."""
+
+    entry: int
+    error: str
+    times: int = 1
 
 
 @dataclass
@@ -107,7 +144,8 @@ class TurnContext(Protocol):
         after the server counted the request over the window)."""
         ...
 
-    async def record_usage(self, conversation: int, reported: int | None, estimated: int | None) -> None: ...
+    async def record_usage(self, conversation: int, reported: int | None, estimated: int | None,
+                           turn: int | None = None, cached: int | None = None) -> None: ...
 
     async def record_floor(self, conversation: int, floor: float | None) -> Any:
         """Raise the model's planning floor (server tokens ÷ wisp's estimate) after
@@ -140,6 +178,9 @@ class _Step:
     #: The step's reply and thinking entries, written as they stream (None before their first piece).
     reply: StreamedEntry | None = None
     thought: StreamedEntry | None = None
+    #: The repetition the reply (or its thinking, ``repeat_in``) ended with when it was stopped for it.
+    repeat: Repeat | None = None
+    repeat_in: str = "reply"
 
     def streams(self) -> list[StreamedEntry]:
         return [s for s in (self.thought, self.reply) if s is not None]
@@ -230,8 +271,8 @@ class Agent:
 
     # --- the loop -----------------------------------------------------------
 
-    async def run_turn(self, conversation: int, prompt: str,
-                       supersedes: int | None = None) -> AsyncIterator[ev.AgentEvent]:
+    async def run_turn(self, conversation: int, prompt: str, supersedes: int | None = None, *,
+                       seen: int | None = None) -> AsyncIterator[ev.AgentEvent]:
         """Run one turn for ``prompt``; yields :mod:`wisp.core.events` in order,
         ending with :class:`~wisp.core.events.TurnEnded`. Never raises an
         endpoint error; re-raises ``CancelledError`` after recording the stop.
@@ -241,20 +282,31 @@ class Agent:
         turn number: ``/retry``, ``/edit``), the new turn takes that one's
         place in the same claim, before the request is composed, so the
         request holds only the current versions (issue 16); the old turn
-        stays in the record."""
+        stays in the record. With ``seen`` (the last turn number a view has
+        shown), a conversation another wisp has added turns to since gives
+        one ``Error`` of kind ``moved`` and nothing else (the same claim)."""
         try:
-            turn = await self.store.begin_turn(conversation, supersedes=supersedes)
+            turn = await self.store.begin_turn(conversation, supersedes=supersedes, seen=seen)
         except ConversationBusy as exc:
             yield ev.Error("busy", str(exc))
             return
-        if supersedes is not None:
-            self._audit_event("turn.superseded", {"turn": supersedes, "by": turn.number}, conversation, turn.number)
-        entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
-        yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt,
-                             supersedes=supersedes)
+        except ConversationMoved as exc:
+            yield ev.Error("moved", str(exc))
+            return
+        try:  # from the claim on, every way out ends the turn (Esc right after Enter included)
+            if supersedes is not None:
+                self._audit_event("turn.superseded", {"turn": supersedes, "by": turn.number}, conversation,
+                                  turn.number)
+            entry = await self._record(conversation, turn, "prompt", prompt, audit_kind="prompt")
+            yield ev.TurnStarted(conversation=conversation, turn=turn.number, entry=entry.number, prompt=prompt,
+                                 supersedes=supersedes)
+        except BaseException as exc:
+            await self._end_abandoned(conversation, turn, exc)
+            raise
 
         state = "done"
         step = _Step()
+        failed: dict[str, _Failed] = {}  # the calls that failed in this turn, by call_key
         prompt_tokens = completion_tokens = None
         final_reply = ""
         started_at = _now()
@@ -304,17 +356,24 @@ class Agent:
                     # even fitted, it cannot fit: never send it (issue "Real models, real work")
                     if composed.over_budget:
                         raise ContextTooBig(self.context.overflow_message(composed))
+                    cap = reply_cap(self.settings.max_tokens, getattr(composed, "reserve", None))
                     options = mb.ChatOptions(context_window=self.model.context_window,
                                              think=self.settings.think,  # type: ignore[arg-type]
-                                             max_tokens=self.settings.max_tokens)
+                                             max_tokens=cap)
+                    quoted = _given_text(messages) if self.settings.repeat_stop_chars > 0 else ""
+                    watches = {"reply": RepeatWatch(self.settings.repeat_stop_chars, quoted),
+                               "thinking": RepeatWatch(self.settings.repeat_stop_chars, quoted)}
+                    stream = endpoint.stream_chat(messages, schemas, options)
                     try:
-                        async for item in endpoint.stream_chat(messages, schemas, options):
-                            if isinstance(item, mb.TextDelta):
-                                await step.take("reply", item.text, self.store, conversation, turn.id)
-                                yield ev.TextDelta(item.text)
-                            elif isinstance(item, mb.ThinkingDelta):
-                                await step.take("thinking", item.text, self.store, conversation, turn.id)
-                                yield ev.ThinkingDelta(item.text)
+                        async for item in stream:
+                            if isinstance(item, (mb.TextDelta, mb.ThinkingDelta)):
+                                kind = "reply" if isinstance(item, mb.TextDelta) else "thinking"
+                                await step.take(kind, item.text, self.store, conversation, turn.id)
+                                yield ev.TextDelta(item.text) if kind == "reply" else ev.ThinkingDelta(item.text)
+                                found = watches[kind].feed(item.text)
+                                if found is not None:  # a loop: stop the stream here (closing it ends the request)
+                                    step.repeat, step.repeat_in = found, kind
+                                    break
                             elif isinstance(item, mb.ToolCallRequest):
                                 step.calls.append(item)
                             elif isinstance(item, mb.Usage):
@@ -331,9 +390,8 @@ class Agent:
                                     self._audit_event("notice", {"text": warning}, conversation, turn.number)
                                     yield ev.Notice(warning, level="warning")
                             elif isinstance(item, mb.Waiting):
-                                yield ev.Notice(
-                                    f"Waiting for the server to load the model: try {item.attempt + 1}, "
-                                    f"{item.waited_s:.1f} s so far ({item.reason}).", key="wait")
+                                # a loading model's wait is one changing line; each retry after HTTP 429 is its own
+                                yield ev.Notice(item.notice, key=None if item.why == "rate_limited" else "wait")
                             elif isinstance(item, mb.KeepAlive):  # the server keeps the line open but sends nothing
                                 yield ev.Notice(
                                     f"Waiting for the reply: {item.waited_s:.0f} s of at most {item.limit_s:g} s "
@@ -356,7 +414,7 @@ class Agent:
                         # refused for size without a count: what it says about the tokenizer is kept at once
                         calibrated = await self._record_floor(conversation, refusal_floor(composed.budget, estimate))
                         target = None if step.has_output() else uncounted_refit_ratio(
-                            refits, composed.window, estimate, self.settings.max_tokens)
+                            refits, composed.window, estimate, cap)
                         if target is None:
                             raise mb.BadRequest(
                                 uncounted_refusal_message(exc.detail, composed.window, planned, refits.uncounted,
@@ -372,6 +430,8 @@ class Agent:
                             f"again with every layer counted {target:.2f} × wisp's estimate "
                             f"(refit {refits.uncounted} of {len(REFIT_STEPS)}).", key="fit")
                         continue
+                    finally:
+                        await _close(stream)
                     if refits.uncounted:  # the ratio the server took after refusing without a count
                         await self._record_floor(conversation, composed.ratio)
                     break
@@ -382,22 +442,23 @@ class Agent:
                     yield usage
                 else:
                     await self._safe_hook(self.context.record_usage, conversation, step.usage.prompt_tokens,
-                                          estimate)
+                                          estimate, turn.number, step.usage.cached_tokens)
                 step_thinking = bool(step.thinking)
-                cut = step.done_reason == "length"
+                repeat, repeat_in = step.repeat, step.repeat_in
+                cut = step.done_reason == "length" or repeat is not None
                 recorded = await self._record_step_text(conversation, turn, step, cut=cut)
                 for r in recorded:
                     final_reply = r.text
                     yield r
                 if cut:
                     state = "cut"
-                    cap = self.settings.max_tokens
-                    which = (f"model.max_tokens ({cap:,} tokens; raise it with `wisp config set model.max_tokens "
-                             f"N`)" if cap else "the server's own cap, or the end of the model's window "
-                             "(model.max_tokens is not set)")
                     calls = cut_calls_text([call_as_written(c) for c in step.calls])
-                    yield ev.Notice(f"The reply stopped at its output limit, {which}: it is cut, not finished. "
-                                    f"{calls}Ask it to go on.", level="warning")
+                    if repeat is not None:
+                        text = repeat_notice(repeat, repeat_in, self.settings.repeat_stop_chars, calls)
+                    else:
+                        text = cap_notice(self.settings.max_tokens, cap, calls)
+                    self._audit_event("notice", {"text": text}, conversation, turn.number)
+                    yield ev.Notice(text, level="warning")
                     break
                 if not step.calls:
                     if not final_reply.strip() and step_thinking:
@@ -405,17 +466,29 @@ class Agent:
                                         "shown apart). Ask again, or turn thinking off: "
                                         "/config set model.think off.", level="warning")
                     break
+                looping: str | None = None
                 for call in step.calls:
-                    async for item in self._run_tool_call(conversation, turn, call):
-                        yield item
+                    async for item in self._run_tool_call(conversation, turn, call, failed):
+                        if isinstance(item, _Loop):
+                            looping = item.notice
+                        else:
+                            yield item
+                    if looping:
+                        break
+                if looping:
+                    self._audit_event("notice", {"text": looping}, conversation, turn.number)
+                    yield ev.Notice(looping, level="warning")
+                    break
             else:
                 state = "done"
                 yield ev.Notice(f"Stopped after {self.settings.max_steps} model requests in one turn "
                                 "(config agent.max_steps).", level="warning")
         except asyncio.CancelledError:
             partial = "".join(step.text)
-            await self._record_partial(conversation, turn, step, reason="stopped")
-            await self.store.end_turn(turn.id, "stopped", prompt_tokens, completion_tokens)
+            try:
+                await self._record_partial(conversation, turn, step, reason="stopped")
+            finally:  # a second Esc while the partial is kept still ends the turn
+                await to_the_end(self.store.end_turn(turn.id, "stopped", prompt_tokens, completion_tokens))
             self._audit_event("turn.ended", {"state": "stopped"}, conversation, turn.number)
             record = TurnRecord(conversation, turn.number, turn.id, prompt, partial or final_reply,
                                 "stopped", started_at, _now())
@@ -427,7 +500,7 @@ class Agent:
                 yield item
             message = str(exc) or exc.kind
             self._audit_event("error", {"kind": exc.kind, "message": message}, conversation, turn.number)
-            await self.store.end_turn(turn.id, "error", prompt_tokens, completion_tokens, error=message)
+            await to_the_end(self.store.end_turn(turn.id, "error", prompt_tokens, completion_tokens, error=message))
             yield ev.Error(exc.kind, message)
             record = TurnRecord(conversation, turn.number, turn.id, prompt, partial or final_reply,
                                 "error", started_at, _now(), error=message,
@@ -436,15 +509,53 @@ class Agent:
                 yield item
             yield ev.TurnEnded(turn.number, "error")
             return
+        except BaseException as exc:  # the events abandoned at a yield (GeneratorExit), or a fault of wisp's
+            await self._keep_partial(conversation, turn, step, exc)
+            await self._end_abandoned(conversation, turn, exc)
+            raise
         finally:
             for stream in step.streams():  # left unfinished (the events were abandoned): stop its writes
                 await stream.abandon()
-        await self.store.end_turn(turn.id, state, prompt_tokens, completion_tokens)
+        # Esc as it ends: it still ends
+        await to_the_end(self.store.end_turn(turn.id, state, prompt_tokens, completion_tokens))
         self._audit_event("turn.ended", {"state": state}, conversation, turn.number)
         record = TurnRecord(conversation, turn.number, turn.id, prompt, final_reply, state, started_at, _now())
         for item in await self._after_turn(record):
             yield item
         yield ev.TurnEnded(turn.number, state)
+
+    async def _keep_partial(self, conversation: int, turn: Any, step: _Step, exc: BaseException) -> None:
+        """Record what ``step`` had streamed when the turn was left by a way
+        that records nothing else (its events abandoned at a yield, or a
+        fault of wisp's), marked partial, with its audit event, as Esc
+        records it. Never raises: a store that cannot write leaves the
+        entries streaming, for the next start's recovery."""
+        stopped = isinstance(exc, (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt))
+        try:
+            await to_the_end(self._record_partial(conversation, turn, step, reason="stopped" if stopped else "error"))
+        except BaseException:  # the write failed, or a second cancellation came when it had ended
+            pass
+
+    async def _end_abandoned(self, conversation: int, turn: Any, exc: BaseException) -> None:
+        """End ``turn`` when the turn is left by a way that records nothing
+        else: cancelled before the loop began, its events abandoned at a
+        yield (``GeneratorExit``: a view that stopped reading), or a fault
+        of wisp's own. The state is ``stopped``, or ``error`` with the
+        fault's one line. The turn's entries so far stay. Never raises (the
+        caller raises ``exc`` again): a store that cannot write (a damaged
+        file) leaves the turn ``open`` for the next start's recovery; a
+        second cancellation meanwhile still lets the write finish."""
+        stopped = isinstance(exc, (asyncio.CancelledError, GeneratorExit, KeyboardInterrupt))
+        state = "stopped" if stopped else "error"
+        error = None if stopped else f"{type(exc).__name__}: {exc}"
+        try:
+            await to_the_end(self.store.end_turn(turn.id, state, error=error))
+        except BaseException:  # the write failed, or a second cancellation came when it had ended
+            pass
+        try:
+            self._audit_event("turn.ended", {"state": state}, conversation, turn.number)
+        except Exception:
+            pass
 
     async def _record_floor(self, conversation: int, floor: float | None) -> Any:
         """Raise the model's planning floor (:meth:`TurnContext.record_floor`); the
@@ -487,6 +598,10 @@ class Agent:
             meta: dict[str, Any] = {}
             if cut:
                 meta["cut"] = True
+                if step.repeat is not None and step.repeat_in == "reply":
+                    # where the repetition began, so that later requests send one copy (context.loops)
+                    meta["repeat"] = {"start": max(0, len(text) - step.repeat.chars),
+                                      "span": len(step.repeat.span), "copies": step.repeat.copies}
                 if step.calls:  # never run: kept as the model wrote them, so nothing it said is hidden
                     meta["cut_calls"] = [call_as_written(c) for c in step.calls]
             if partial:
@@ -508,20 +623,46 @@ class Agent:
             return await self._record_step_text(conversation, turn, step, partial=True, reason=reason)
         return []
 
-    async def _run_tool_call(self, conversation: int, turn: Any,
-                             call: mb.ToolCallRequest) -> AsyncIterator[ev.AgentEvent]:
+    async def _run_tool_call(self, conversation: int, turn: Any, call: mb.ToolCallRequest,
+                             failed: dict[str, _Failed] | None = None) -> AsyncIterator[Any]:
+        """Record ``call``, run it, record its result; yields its events.
+
+        ``failed`` holds the calls that failed in this turn (by
+        :func:`wisp.core.context.loops.call_key`): the same call asked again
+        is not run; its result says it already failed, and why (the model is
+        told once); asked a third time (:data:`FAILED_CALL_LIMIT`), it is
+        recorded with a result saying it was not run, and a :class:`_Loop`
+        is yielded last: the turn ends with its notice. A small model
+        otherwise repeats one failing call until ``agent.max_steps``."""
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
         entry = await self._record(conversation, turn, "tool_call",
                                    json.dumps(arguments, ensure_ascii=False),
                                    audit_kind="tool.call", tool_name=call.name,
                                    tool_call_id=call.id, arguments=arguments)
         yield ev.ToolCall(entry.number, call.id, call.name, arguments)
+        key = call_key(call.name, arguments, call.raw_arguments)
+        before = failed.get(key) if failed is not None else None
         tool = self.tools.get(call.name)
         queue: asyncio.Queue[str] = asyncio.Queue()
         # the tool's streamed output (a command's) is written into its result entry as it comes
         output = StreamedEntry(self.store, conversation, turn.id, "tool_result",
                                tool_name=call.name, tool_call_id=call.id)
-        if tool is None:
+        loop_notice: str | None = None
+        if before is not None:
+            before.times += 1
+            shown = call_text(call.name, arguments)
+            if before.times >= FAILED_CALL_LIMIT:
+                content = (f"error: not run: this same call failed earlier in this turn (entry {before.entry}) "
+                           f"and was asked for {before.times} times; the turn ends here.")
+                loop_notice = (f"The turn was ended: the model asked {before.times} times for the same call, "
+                               f"{shown}, which failed the first time ({_short(before.error)}); wisp does not "
+                               "run a failed call again in one turn. Say what to do instead, or ask differently.")
+            else:
+                content = (f"error: not run again: this same call already failed in this turn (entry "
+                           f"{before.entry}): {_short(before.error)}. Change the arguments, use another tool, "
+                           "or answer without it.")
+            ok, meta = False, {"repeated_failure": before.entry}
+        elif tool is None:
             names = ", ".join(self.tools.names) or "none"
             content, ok, meta = f"error: no tool named {call.name!r}; the tools are: {names}", False, {}
         elif call.raw_arguments is not None and not arguments:
@@ -566,6 +707,10 @@ class Agent:
                                           audit_kind="tool.result", tool_name=call.name,
                                           tool_call_id=call.id, meta=meta or None, stream=output)
         yield ev.ToolResult(result_entry.number, call.id, call.name, content, ok, meta)
+        if not ok and before is None and failed is not None and not meta.get("stopped"):
+            failed[key] = _Failed(result_entry.number, content)
+        if loop_notice is not None:
+            yield _Loop(loop_notice)
 
     async def _record_stopped_tool(self, conversation: int, turn: Any, call: mb.ToolCallRequest,
                                    task: "asyncio.Future[Any]", output: StreamedEntry) -> None:
@@ -612,12 +757,14 @@ def refit_squeeze(exc: mb.BadRequest, planned: int | None, squeeze: float | None
 
 
 #: The ratios a refit after a refusal for size without a count plans with, as multiples of the
-#: first try's ratio: 1.25, then 1.5. wisp's estimate is within about 6 % on prose and code with
+#: first try's ratio: 1.5, then 2. wisp's estimate is within about 6 % on prose and code with
 #: a common BPE tokenizer, but code with dense punctuation runs 1.1-1.3 × it, base64 about 1.45 ×
-#: on SmolLM2's: two steps cover those even when the refusal bounds nothing (a server that holds
-#: back the reply's room). Where it does bound the count, the bound with :data:`REFIT_MARGIN` is
+#: on SmolLM2's: two steps cover those even when the refusal bounds nothing. The first step is 1.5,
+#: not less, because the request asks the reply's cap (``max_tokens``, by default the reserve) and a
+#: server that counts it leaves the reserve no slack for a denser tokenizer: at 1.25 a 1.5 × server
+#: refused the first refit too. Where the refusal bounds the count, the bound with :data:`REFIT_MARGIN` is
 #: taken when larger (a tokenizer at 2.7 characters a token counts prose about 1.7 × the estimate).
-REFIT_STEPS = (1.25, 1.5)
+REFIT_STEPS = (1.5, 2.0)
 
 
 @dataclass
@@ -690,6 +837,71 @@ def uncounted_refusal_message(detail: str | None, window: int, planned: int, ref
             "with the denser count. To go on: /compact (wisp compact in a shell) to summarise older turns, send "
             f"a shorter prompt, or give the server a larger window than {window:,} tokens: "
             f"{advice(window + 1)}.")
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """Yielded by :meth:`Agent._run_tool_call` (never past the agent): the turn ends with ``notice``."""
+
+    notice: str
+
+
+def _given_text(messages: list[dict[str, Any]]) -> str:
+    """What a request gives the model to quote: its user and tool messages' text, one string (a
+    repetition found there is the model quoting it: :class:`~wisp.core.model.repetition.RepeatWatch`)."""
+    parts: list[str] = []
+    for m in messages:
+        if m.get("role") in ("user", "tool"):
+            content = m.get("content")
+            if isinstance(content, list):
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            parts.append(str(content or ""))
+    return "\n".join(parts)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    one = " ".join((text or "").split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+async def _close(stream: Any) -> None:
+    """Close an endpoint's stream (an async generator) left before its end: its
+    HTTP response is closed, so the server stops generating."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except (mb.EndpointError, RuntimeError):
+            pass
+
+
+def cap_notice(max_tokens: int | None, cap: int | None, calls: str = "") -> str:
+    """What a reply that ended at its output limit says: which limit (``cap``
+    tokens, from ``model.max_tokens`` when set, else the request's reserve:
+    :func:`reply_cap`), that it is kept cut, and the key that raises it."""
+    if max_tokens:
+        which = (f"model.max_tokens ({max_tokens:,} tokens; raise it with `wisp config set model.max_tokens N`, "
+                 "in chat /config set model.max_tokens N)")
+    elif cap:
+        which = (f"the {cap:,} tokens the request kept for the reply (context.reserve; model.max_tokens is "
+                 "not set: raise the cap with `wisp config set model.max_tokens N`, in chat "
+                 "/config set model.max_tokens N)")
+    else:
+        which = ("the server's own cap, or the end of the model's window (model.max_tokens is not set; "
+                 "`wisp config set model.max_tokens N` sets one)")
+    return f"The reply stopped at its output limit, {which}: it is kept, cut, not finished. {calls}Ask it to go on."
+
+
+def repeat_notice(repeat: Repeat, where: str, min_chars: int, calls: str = "") -> str:
+    """What a reply stopped for repeating itself says: what repeated, that
+    it is kept, and the key that sets the rule (``model.repeat_stop_chars``,
+    ``min_chars`` characters)."""
+    part = "its thinking" if where == "thinking" else "its end"
+    return (f"The reply was stopped: {part} repeated a {repeat.describe()}, the sign of a model in a loop. "
+            f"It is kept, cut, up to there. {calls}Ask again or rephrase; a repetition over "
+            f"model.repeat_stop_chars ({min_chars:,} characters) stops a reply (0 never stops one: "
+            "`wisp config set model.repeat_stop_chars 0`).")
 
 
 def call_as_written(call: mb.ToolCallRequest) -> str:

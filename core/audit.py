@@ -20,6 +20,8 @@ tool", "recall"; wisp-memory-tool.txt, "Where the content comes from"):
   it returns ``None`` and the caller falls back to the store's copy.
 - ``enabled=False`` writes nothing and creates nothing.
 - Files have mode 0600, the directory 0700.
+- Every line is written through :func:`wisp.core.redact.redact`: an API key
+  wisp read, a URL's password or a bearer token never reaches the log.
 - A file whose last line was cut short (a crash mid-write) is tolerated: that
   line is skipped by scans, and the next write starts on a fresh line.
 
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .paths import ensure_private_dir, open_private
+from .redact import redact
 
 __all__ = ["AuditRef", "AuditLog", "new_event_id", "FILE_PATTERN"]
 
@@ -262,8 +265,10 @@ class AuditLog:
             "kind": kind,
             "payload": payload,
         }
+        # secrets masked in the line as written (wisp.core.redact: a key, a URL's password, a bearer
+        # token); the masks hold no quote or backslash, so the line stays the same JSON
         line = (
-            json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+            redact(json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_json_default))
             .encode("utf-8", errors="backslashreplace")  # a lone surrogate stays a JSON escape
             + b"\n"
         )

@@ -21,6 +21,7 @@ from .config import ConfigError
 from .conversations import (
     ArchiveError,
     code_blocks,
+    count_turns,
     export_format,
     export_path,
     export_target_problem,
@@ -30,6 +31,7 @@ from .conversations import (
     retry_target,
     to_json,
     to_markdown,
+    turns_phrase,
 )
 from .model.base import EndpointError
 from .paths import atomic_write_private
@@ -86,7 +88,11 @@ async def export_command(session: Any, words: list[str], rest: str) -> CommandRe
         words = words[1:]
     if len(words) > 1:
         return _error("Usage: /export [md|json] [FILE]")
-    named = Path(words[0]).expanduser() if words else None
+    try:
+        named = Path(words[0]).expanduser() if words else None
+    except RuntimeError:  # ~name of no user on this machine
+        return _error(f"Cannot write {words[0]!r}: no user's home is named so. Name the file with a path: "
+                      "/export FILE")
     fmt = export_format(asked, named)
     path = named if named is not None else export_path(cid, fmt, session.workdir)
     if not path.is_absolute():
@@ -101,7 +107,8 @@ async def export_command(session: Any, words: list[str], rest: str) -> CommandRe
         reason = getattr(exc, "strerror", None) or exc
         return _error(f"Cannot write {str(path)!r}: {reason}. Name another file: /export {fmt} FILE")
     what = "JSON" if fmt == "json" else "Markdown"
-    return CommandResult(f"Exported conversation {cid} ({len(data['turns'])} turns) as {what} to `{path}`.",
+    return CommandResult(f"Exported conversation {cid} ({turns_phrase(*count_turns(data['turns']))}) as {what} "
+                         f"to `{path}`.",
                          data={"path": str(path), "format": fmt, "conversation": cid})
 
 
@@ -122,8 +129,9 @@ async def fork_command(session: Any, words: list[str], rest: str) -> CommandResu
     except ArchiveError as exc:
         return _error(f"{exc}.")
     at = f" up to turn {turn}" if turn is not None else ""
-    return CommandResult(f"Forked conversation {cid}{at} as conversation {new}, with its facts and summary as they "
-                         f"stood then; `wisp --resume {new}` opens it again.",
+    held = turns_phrase(*count_turns(await session.store.turns(new, versions=True)))
+    return CommandResult(f"Forked conversation {cid}{at} as conversation {new} ({held}), with its facts and summary "
+                         f"as they stood then; `wisp --resume {new}` opens it again.",
                          data={"conversation": new, "from": cid, "turn": turn}, action="open")
 
 
@@ -257,7 +265,7 @@ async def profile_command(session: Any, words: list[str], rest: str) -> CommandR
         if not profiles:
             return CommandResult('No profiles yet. Add some to config.json under "profiles", such as '
                                  '`{"profiles": {"work": {"provider": "openai", "endpoint": "http://127.0.0.1:8000", '
-                                 f'"model": "qwen3"}}}}` (in `{config.path}`).', data={"profiles": {}})
+                                 f'"model": "qwen3"}}}}}}` (in `{config.path}`).', data={"profiles": {}})
         rows = [f"- {'●' if name == config.profile else '○'} **{name}**: {p.describe()}"
                 for name, p in sorted(profiles.items())]
         now = f"in use: {config.profile}" if config.profile else "none in use: model.* applies"

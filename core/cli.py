@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import os
 import sys
@@ -33,6 +34,7 @@ from . import __version__, collector
 from .config import Config, ConfigError
 from .context.cli import add_compact_parser, add_inspect_parser
 from .paths import config_path
+from .redact import RedactingStream, make_undumpable
 from .session_options import SessionError, SessionOptions, unknown_conversation
 from .text import TerminalText
 
@@ -228,6 +230,11 @@ def main(argv: Sequence[str] | None = None,
          run_tui: Callable[[SessionOptions], int] | None = None) -> int:
     """Run ``wisp`` with ``argv``; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == sys.argv[1:]:
+        # wisp run as a program (the console script hands in its own arguments; a test calling main()
+        # hands in others): no process of the same user may read its /proc/PID/environ or mem (an MCP
+        # server, a command, a script the model wrote)
+        make_undumpable()
     args = build_parser(argv).parse_args(argv)
     # the words before the command's name: the chat's flags written there (see _check_chat_flags)
     args.before_command = argv[:argv.index(args.command)] if args.command in argv else []
@@ -238,6 +245,7 @@ def main(argv: Sequence[str] | None = None,
         sys.stdout = TerminalText(sys.stdout)
     if sys.stderr.isatty():
         sys.stderr = TerminalText(sys.stderr)
+    sys.stderr = RedactingStream(sys.stderr)  # a key, a URL's password or a bearer token is masked
     try:
         return _main(args, run_tui)
     finally:
@@ -268,7 +276,7 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
         if args.command == "config":
             return _config(args)
         if args.command == "memory":
-            from .database import open_store
+            from .database import audit_dir_of, open_store
             from .episodes.cli import run_memory
 
             return run_memory(args, _config_side_call, open_store)
@@ -298,16 +306,65 @@ def _main(args: argparse.Namespace, run_tui: Callable[[SessionOptions], int] | N
         return EXIT_OK
     except OSError as exc:
         where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        if exc.errno in _NO_ROOM:  # a full disk, or the file size limit: say where, and what frees it
+            print(f"wisp: error: no room to write{where or _storage_places()}: {exc.strerror or exc}; free space "
+                  "on its disk (or raise the file size limit, ulimit -f), then run wisp again.", file=sys.stderr)
+            return EXIT_USAGE
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            print(f"wisp: error: cannot use{where}: {exc.strerror or exc}; check the permissions and owner of the "
+                  "file and its directory, or point store.path and audit.dir elsewhere.", file=sys.stderr)
+            return EXIT_USAGE
         print(f"wisp: error: cannot use{where}: {exc.strerror or exc}. Check WISP_HOME, store.path "
               "and audit.dir (wisp config get store.path).", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # a bug: one line, and the traceback only when asked for
+        damage = _database_damage(exc)
+        if damage is not None:  # a damaged, full or unusable database is named, with what to do
+            print(f"wisp: error: {damage}", file=sys.stderr)
+            return EXIT_USAGE
         if os.environ.get("WISP_DEBUG"):
             raise
         print(f"wisp: internal error: {type(exc).__name__}: {exc} (run with WISP_DEBUG=1 for the "
               "traceback, and please report it)", file=sys.stderr)
         return 1
     return EXIT_OK
+
+
+#: The errors of a write that found no room: a full disk, a full quota, the file size limit (RLIMIT_FSIZE).
+_NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def _storage_places() -> str:
+    """`` the database DB or the audit log in DIR``, as config names them (for a write that names no file)."""
+    try:
+        config = Config.load()
+        return f" the database {config.db_path} or the audit log in {config.audit_dir}"
+    except Exception:
+        return " wisp's data directory"
+
+
+def _database_damage(exc: BaseException) -> str | None:
+    """The one line naming the database and what to do when ``exc`` comes
+    from a damaged, full or unusable database file (at whatever moment:
+    opening it or a later write), else ``None``."""
+    import sqlite3
+
+    from .database import DatabaseDamaged, damage_message
+
+    if isinstance(exc, DatabaseDamaged):
+        return str(exc)
+    here: BaseException | None = exc
+    for _ in range(6):  # the SQLite error may be the cause of another
+        if here is None or isinstance(here, sqlite3.DatabaseError):
+            break
+        here = here.__cause__ or here.__context__
+    if not isinstance(here, sqlite3.DatabaseError):
+        return None
+    try:
+        path = Config.load().db_path
+    except Exception:
+        path = Path("the database")
+    return damage_message(path, here)
 
 
 def _config_side_call(config: Config, store: Any = None) -> Any:
@@ -534,6 +591,9 @@ async def _ask_turn(args: argparse.Namespace) -> int:
         wrote_text = False
         mid_line = False  # the reply's last text did not end its line
         shown_keys: set[str] = set()
+        sandbox_said = False  # the line that commands have no sandbox here, printed with the first refusal
+        # a changing state's newest line, printed when the state is over: how long the wait took
+        last_of_key: dict[str, str] = {}
 
         def to_stderr(line: str) -> None:
             """A line for the person: on its own line, when the reply shares the terminal with it."""
@@ -552,6 +612,10 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                     print(f"wisp: error: {item.message}", file=sys.stderr)
                     code = EXIT_BUSY if item.kind == "busy" else EXIT_ENDPOINT
                 continue
+            if last_of_key and not (isinstance(item, ev.Notice) and item.key in last_of_key):
+                for line in last_of_key.values():
+                    to_stderr(f"wisp: {line}")
+                last_of_key.clear()
             if isinstance(item, ev.TextDelta):
                 out.write(item.text)
                 out.flush()
@@ -573,16 +637,26 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                     == "needs_approval":
                 from .tools.shell import NotSimple, simple_words
 
+                from .tools import sandbox
+
                 command = str(item.meta.get("command", ""))
+                notice = sandbox.approval_notice()  # commands have no sandbox here, so no allow list
                 try:
                     simple_words(command)
                     how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
                 except NotSimple as exc:  # no prefix ever allows it
                     how = f"not a simple command: {exc.reason}; no allowed prefix covers it, run it in the TUI"
+                if notice is not None:
+                    how = "with no sandbox here, only the TUI can allow it"
                 print(f"wisp: not run, it needs approval: {command} ({how})", file=sys.stderr)
+                if notice is not None and not sandbox_said:  # why, once
+                    sandbox_said = True
+                    print(f"wisp: {notice}", file=sys.stderr)
             elif isinstance(item, ev.Notice):
                 if item.key is not None and item.key in shown_keys:
-                    continue  # one line per changing state (the wait for a loading model)
+                    if item.key == "wait" and "answers again" in item.text:  # the embedded server's restart:
+                        last_of_key[item.key] = item.text  # a line as it begins, one with its seconds at its end
+                    continue  # no line a second for a changing state (the wait for a loading model)
                 if item.key is not None:
                     shown_keys.add(item.key)
                 to_stderr(f"wisp: {item.text}")
@@ -637,16 +711,17 @@ def _audit(config: Config) -> "AuditLog":
 
 async def _fork(args: argparse.Namespace) -> None:
     """``--fork ID[:TURN]``: make the fork, say so, and resume it in this run."""
-    from .conversations import fork, parse_fork
-    from .database import open_store
+    from .conversations import count_turns, fork, parse_fork, turns_phrase
+    from .database import audit_dir_of, open_store
 
     source, turn = parse_fork(args.fork)
     config = Config.load()
-    async with await open_store(config.db_path) as store:
+    async with await open_store(config.db_path, audit_dir_of(config)) as store:
         with _audit(config) as audit:
             new = await fork(store, audit, source, turn)
+            held = turns_phrase(*count_turns(await store.turns(new, versions=True)))
     at = f" up to turn {turn}" if turn is not None else ""
-    print(f"wisp: forked conversation {source}{at} as conversation {new}", file=sys.stderr)
+    print(f"wisp: forked conversation {source}{at} as conversation {new} ({held})", file=sys.stderr)
     args.resume = new
 
 
@@ -656,16 +731,20 @@ async def _export(args: argparse.Namespace) -> int:
     not exist is a usage error (a new user's ``-o /nonexistent/dir/x.json``
     made directories at / and wrote Markdown into it)."""
     from .conversations import export_format, export_target_problem, gather, to_json, to_markdown
-    from .database import open_store
+    from .database import audit_dir_of, open_store
     from .paths import atomic_write_private
 
     if args.output is not None:
-        args.output = args.output.expanduser()
+        try:
+            args.output = args.output.expanduser()
+        except RuntimeError:  # ~name of no user on this machine
+            raise UsageError(f"-o {args.output}: no user's home is named so; give the file as a path, "
+                             "or write to stdout (leave out -o)") from None
         if problem := export_target_problem(args.output):
             raise UsageError(f"-o {args.output}: {problem}, or write to stdout (leave out -o)")
     args.format = export_format(args.format, args.output)
     config = Config.load()
-    async with await open_store(config.db_path) as store:
+    async with await open_store(config.db_path, audit_dir_of(config)) as store:
         with _audit(config) as audit:
             data = await gather(store, audit, args.id)
     text = to_json(data) if args.format == "json" else to_markdown(data)
@@ -681,7 +760,7 @@ async def _export(args: argparse.Namespace) -> int:
 async def _import(args: argparse.Namespace) -> int:
     """``wisp import FILE``: a JSON export restored as a new conversation."""
     from .conversations import load_export, restore
-    from .database import open_store
+    from .database import audit_dir_of, open_store
 
     try:
         raw = Path(args.file).read_bytes()
@@ -689,7 +768,7 @@ async def _import(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     data = load_export(raw.decode("utf-8", errors="replace"))
     config = Config.load()
-    async with await open_store(config.db_path) as store:
+    async with await open_store(config.db_path, audit_dir_of(config)) as store:
         with _audit(config) as audit:
             workdir = str(Path(args.workdir).resolve()) if args.workdir is not None else None
             new = await restore(store, audit, data, workdir=workdir,
@@ -713,10 +792,10 @@ async def _conversations(args: argparse.Namespace) -> int:
         return await _search(args)
     if sub == "rm":
         return await _rm(args)
-    from .database import open_store
+    from .database import audit_dir_of, open_store
 
     config = Config.load()
-    async with await open_store(config.db_path) as store:
+    async with await open_store(config.db_path, audit_dir_of(config)) as store:
         rows = await store.list_conversations(limit=args.limit)
     if args.json:
         data = [_conv_dict(r) for r in rows]
@@ -736,11 +815,11 @@ async def _conversations(args: argparse.Namespace) -> int:
 async def _search(args: argparse.Namespace) -> int:
     """``wisp conversations search TEXT [--json]``: hits with their
     conversation, turn, date and a snippet, newest first (SQLite FTS5)."""
-    from .database import open_store
+    from .database import audit_dir_of, open_store
 
     text = " ".join(args.text)
     config = Config.load()
-    async with await open_store(config.db_path) as store:
+    async with await open_store(config.db_path, audit_dir_of(config)) as store:
         hits = await store.search(text, limit=args.limit)
     if args.json:
         print(json.dumps({"query": text, "total": len(hits), "hits": [h.to_dict() for h in hits]},
@@ -761,10 +840,10 @@ async def _rm(args: argparse.Namespace) -> int:
     """``wisp conversations rm ID --yes [--purge-audit]``: without --yes,
     only says what would go (exit 2)."""
     from .conversations import describe, remove
-    from .database import open_store
+    from .database import audit_dir_of, open_store
 
     config = Config.load()
-    async with await open_store(config.db_path) as store:
+    async with await open_store(config.db_path, audit_dir_of(config)) as store:
         with _audit(config) as audit:
             if not args.yes:
                 report = await describe(store, audit, args.id)
@@ -892,7 +971,19 @@ def _config(args: argparse.Namespace) -> int:
     elif sub == "set":
         value = config.set(args.key, args.value)
         print(f"{args.key} = {json.dumps(value)}")
+        _running_server_note(config, args.key)
     elif sub == "unset":
         config.unset(args.key)
         print(f"{args.key} = {json.dumps(config.get(args.key))}  (default)")
+        _running_server_note(config, args.key)
     return EXIT_OK
+
+
+def _running_server_note(config: Config, key: str) -> None:
+    """After a setting the shared embedded server takes only when it starts: that a running one
+    keeps its old value (threads, window, file) until it stops."""
+    from .model.embedded import running_server_note
+
+    note = running_server_note(key, config.get("model.embedded_idle_s"))
+    if note:
+        print(note)

@@ -87,6 +87,7 @@ def help_text() -> str:
         ("Left / Right", "on a reply with versions (/retry, /edit): show the earlier or later one"),
         ("Ctrl+Y", "copy the last reply (as /copy)"),
         ("Ctrl+T", "next theme"),
+        ("Ctrl+P", "the command palette: type part of a command's name (compact, inspect …) and Enter runs it"),
         ("F1", "this help"),
         ("F2 / F3 / F4", "show or hide the facts, task and running summary panels (over the chat when narrow)"),
         ("F5", "inspect the next request's context (as /inspect context)"),
@@ -107,6 +108,15 @@ def _format_value(value: Any) -> str:
     return json.dumps(value)
 
 
+def _server_note(cfg: Any, key: str) -> str:
+    """For a key the shared embedded server takes only when it starts: that a running one keeps
+    its old value until it stops (a new paragraph), else nothing."""
+    from .model.embedded import running_server_note
+
+    note = running_server_note(key, cfg.get("model.embedded_idle_s"))
+    return f"\n\n{note}" if note else ""
+
+
 async def config_command(session: Any, words: list[str], rest: str) -> CommandResult:
     cfg = session.config
     if not words or words[0] == "list":
@@ -123,12 +133,13 @@ async def config_command(session: Any, words: list[str], rest: str) -> CommandRe
         value = cfg.set(key, raw)
         model_key = key.startswith("model.")
         return CommandResult(f"Set `{key}` = `{_format_value(value)}`. It applies from the next request"
-                             + (" (reconnecting to the endpoint)." if model_key else "."),
+                             + (" (reconnecting to the endpoint)." if model_key else ".") + _server_note(cfg, key),
                              data={key: value}, reconnect=model_key)
     if verb == "unset" and len(words) == 2:
         cfg.unset(words[1])
         return CommandResult(f"Unset `{words[1]}`; it is back to its default "
-                             f"`{_format_value(cfg.get(words[1]))}`.", reconnect=words[1].startswith("model."))
+                             f"`{_format_value(cfg.get(words[1]))}`." + _server_note(cfg, words[1]),
+                             reconnect=words[1].startswith("model."))
     return CommandResult("Usage: /config, /config get KEY, /config set KEY VALUE, /config unset KEY",
                          error=True)
 

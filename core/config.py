@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .paths import atomic_write_private, config_path, default_data_dir
+from .redact import looks_like_key, redact
 from .tool_names import MCP_PREFIX, TOOL_NAMES, tool_name_problem
 
 __all__ = [
@@ -213,9 +214,19 @@ def _parse_mcp_servers(value: Any) -> Any:
 
 
 def _check_env_name(value: str) -> str | None:
+    if looks_like_key(value):  # the key itself, typed where its variable's name goes: never repeated
+        return ("the NAME of the environment variable that holds the key (never the key itself): "
+                "export MY_KEY=... in the shell that starts wisp, then set this to MY_KEY")
     if not _ENV_NAME.match(value):
         return ("the name of an environment variable (never the key itself), "
                 "made of letters, digits and _")
+    return None
+
+
+def _check_env_pass(value: str) -> str | None:
+    """A name of an environment variable (``tools.run_command.env_pass``)."""
+    if not _ENV_NAME.match(value):
+        return "names of environment variables, made of letters, digits and _"
     return None
 
 
@@ -314,6 +325,10 @@ SCHEMA: dict[str, KeySpec] = {
                    "system prompt, calls parsed from the reply) or auto (prompted where the server drops tools)"),
         _spec("model.embedded_idle_s", "float", 300.0, minimum=1, unit="seconds", example="300",
               help="how long the shared embedded server lives unused before it stops"),
+        _spec("model.embedded_threads", "int", 0, minimum=0, example="1",
+              help="llama.cpp threads of the embedded server, for the prompt and for generating (0: every "
+                   "usable core, fastest on a quiet machine; 1 can be faster where other work shares the cores); "
+                   "a server started after a change uses it"),
         _spec("model.timeout_s", "float", 120.0, minimum=0, exclusive_min=True, unit="seconds",
               example="120", help="how long to wait for the endpoint"),
         _spec("model.load_wait_s", "float", 60.0, minimum=0, unit="seconds", example="60",
@@ -322,7 +337,11 @@ SCHEMA: dict[str, KeySpec] = {
               example="900",
               help="the longest a whole reply may take, even while the server keeps the connection alive"),
         _spec("model.max_tokens", "int", None, optional=True, minimum=1, unit="tokens", example="1024",
-              help="the most tokens one reply may have; unset leaves it to the endpoint"),
+              help="the most tokens one reply may have; unset caps it at the room the request kept for it "
+                   "(context.reserve)"),
+        _spec("model.repeat_stop_chars", "int", 600, minimum=0, unit="characters", example="600",
+              help="stop a reply whose end repeats one span (3 times or more) over this many characters; "
+                   "0 never stops one"),
         _spec("agent.max_steps", "int", 20, minimum=1, example="20",
               help="model requests in one turn, at most"),
         _spec("tools.enabled", "list", ["read_file", "system_info"], example='["read_file","system_info"]',
@@ -341,6 +360,14 @@ SCHEMA: dict[str, KeySpec] = {
               check=_check_env_pattern,
               help="environment variables commands run without (glob patterns, any case); "
                    "model.api_key_env's variable is always dropped"),
+        _spec("tools.run_command.env_pass", "list", [], example='["CARGO_HOME","GOPATH"]',
+              check=_check_env_pass,
+              help="environment variables commands get besides PATH, HOME, LANG, LC_*, TERM and TZ "
+                   "(env_drop's patterns and model.api_key_env's variable still keep theirs out)"),
+        _spec("tools.run_command.network", "bool", False, example="off",
+              help="let commands reach the network from their sandbox"),
+        _spec("tools.run_command.allow_writes", "bool", False, example="off",
+              help="let commands the allow list runs write the working directory (read-only otherwise)"),
         _spec("tools.mcp.allow", "list", [], example='["mcp__git__commit","mcp__notes"]',
               check=_check_mcp_tool_name,
               help="MCP tools that act which run without asking; the only ones wisp ask and wisp mcp serve run"),
@@ -483,9 +510,9 @@ def parse_value(key: str, value: Any, *, from_text: bool | None = None) -> Any:
             # in config.json, "off" is a string: the file wants JSON's true/false or a bare number
             expected = {"bool": "true or false", "int": "a whole number",
                         "float": "a number"}[spec.type] + " (in config.json, without quotes)"
-        return ConfigError(
-            f"{key} expects {expected}, such as {spec.example}; got {_short(original)}", key=key
-        )
+        got = ("what looks like a key (not shown)" if isinstance(original, str) and looks_like_key(original)
+               and spec.check is _check_env_name else redact(_short(original)))
+        return ConfigError(f"{key} expects {expected}, such as {spec.example}; got {got}", key=key)
 
     if text and isinstance(value, str):
         raw = value.strip()
@@ -967,7 +994,7 @@ class Config:
             have = ", ".join(sorted(self._profiles)) or "none yet"
             raise ConfigError(f"no profile {name!r} in {self.path} (profiles: {have}); add one under "
                               f'"profiles", such as {{"profiles": {{"{name}": {{"provider": "ollama", '
-                              '"model": "qwen3:8b"}}}}', path=self.path)
+                              '"model": "qwen3:8b"}}}', path=self.path)
         self._overlay = dict(profile.values)
         self.profile = name
         return profile

@@ -67,6 +67,8 @@ __all__ = [
     "retry_target",
     "last_reply",
     "code_blocks",
+    "count_turns",
+    "turns_phrase",
 ]
 
 #: The ``format`` of a JSON export.
@@ -78,6 +80,32 @@ VERSION = 1
 class ArchiveError(Exception):
     """An export, import, fork or delete that cannot be done; the message is
     one line saying what to do."""
+
+
+def count_turns(turns: Any) -> tuple[int, int]:
+    """``(current, earlier)`` of a conversation's turns (:class:`Turn` rows or
+    an export's turn dicts): the one rule by which ``wisp conversations``,
+    ``/export`` and ``/fork`` count turns. A conversation has as many turns as
+    the screen shows (its current versions); a turn that ``/retry`` or
+    ``/edit`` replaced is an earlier version, counted apart, because turn
+    numbers keep counting through versions and the highest number is no
+    count."""
+    current = earlier = 0
+    for t in turns:
+        replaced = t.get("superseded_by") if isinstance(t, dict) else t.superseded_by
+        if replaced is None:
+            current += 1
+        else:
+            earlier += 1
+    return current, earlier
+
+
+def turns_phrase(current: int, earlier: int = 0) -> str:
+    """``8 turns``, ``1 turn``, ``8 turns and 3 earlier versions``."""
+    text = f"{current} turn{'' if current == 1 else 's'}"
+    if earlier:
+        text += f" and {earlier} earlier version{'' if earlier == 1 else 's'}"
+    return text
 
 
 def _now() -> str:
@@ -105,7 +133,8 @@ async def gather(store: Any, audit: Any, conversation_id: int, *, upto_turn: int
     moment = None
     if upto_turn is not None:
         if not any(t.number == upto_turn for t in turns):
-            have = f"turns 1–{turns[-1].number}" if turns else "no turns yet"
+            have = (f"{turns_phrase(*count_turns(turns))}, numbered up to {turns[-1].number}" if turns
+                    else "no turns yet")
             raise ArchiveError(f"conversation {conversation_id} has no turn {upto_turn} ({have})")
         later = [t for t in turns if t.number > upto_turn]
         moment = later[0].started_at if later else None
@@ -156,6 +185,53 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}"
 
 
+#: HTML blocks that a blank line does not end (CommonMark's kinds 1 to 5): how each starts, and
+#: the text that ends it.
+_HTML_UNTIL = ((re.compile(r"<(script|pre|style|textarea)(\s|>|$)", re.I), None),
+               (re.compile(r"<!--"), "-->"), (re.compile(r"<\?"), "?>"),
+               (re.compile(r"<!\[CDATA\["), "]]>"), (re.compile(r"<![A-Za-z]"), ">"))
+
+
+def close_blocks(text: str) -> str:
+    """``text`` (one prompt, reply, thinking or summary of an export) with a
+    code fence it leaves open closed, by a fence of the same character and
+    length (and an HTML block that only its own end marker ends, such as an
+    unclosed ``<!--``, ended), so that what the export puts after it (the
+    next ``</details>``, ``**wisp**``, the next turn's heading) is not read
+    as part of it. Read as CommonMark reads it (markdown-it, which Textual
+    brings): a fence in a list or a quote ends with it and needs nothing,
+    and a three-backtick line inside an indented code block opens nothing."""
+    from markdown_it import MarkdownIt
+
+    text = re.sub(r"\r\n?", "\n", text).replace("\0", "\ufffd").rstrip()
+    if not text:
+        return text
+    lines = text.split("\n")
+    last = [t for t in MarkdownIt("commonmark").parse(text) if t.level == 0 and t.map]
+    if not last or last[-1].map[1] < len(lines):
+        return text
+    token = last[-1]
+    start, end = token.map
+    if token.type == "fence":
+        mark = token.markup
+        closer = lines[end - 1].expandtabs(4) if end - 1 > start else ""
+        indent = len(closer) - len(closer.lstrip(" "))
+        body = closer.strip()
+        if not (indent < 4 and body and set(body) == {mark[0]} and len(body) >= len(mark)):
+            return text + "\n" + mark
+    elif token.type == "html_block":
+        first = lines[start].lstrip(" ")
+        for opener, ender in _HTML_UNTIL:
+            m = opener.match(first)
+            if m:
+                end_mark = f"</{m.group(1)}>" if ender is None else ender
+                after = "\n".join(lines[start:end])[m.end():]
+                if end_mark.lower() not in after.lower():
+                    return text + "\n" + end_mark
+                break
+    return text
+
+
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -165,9 +241,9 @@ def _turn_markdown(turn: dict[str, Any], entries: list[dict[str, Any]]) -> list[
     for e in entries:
         kind, content = e["kind"], e["content"] or ""
         if kind == "prompt":
-            out += ["**You**", "", content, ""]
+            out += ["**You**", "", close_blocks(content), ""]
         elif kind == "thinking":
-            out += ["<details><summary>Thinking</summary>", "", content, "", "</details>", ""]
+            out += ["<details><summary>Thinking</summary>", "", close_blocks(content), "", "</details>", ""]
         elif kind == "tool_call":
             args = json.dumps(e.get("arguments") or {}, ensure_ascii=False)
             out += [f"<details><summary>Tool call: {_html(e.get('tool_name') or '?')} {_html(args[:80])}</summary>",
@@ -179,7 +255,7 @@ def _turn_markdown(turn: dict[str, Any], entries: list[dict[str, Any]]) -> list[
                     f"{len(content):,} characters</summary>", "", _fence(content), "", "</details>", ""]
         elif kind == "reply":
             if content.strip():
-                out += ["**wisp**", "", content, ""]
+                out += ["**wisp**", "", close_blocks(content), ""]
         elif kind == "notice":
             out += [f"> {line}" for line in content.splitlines() or [""]] + [""]
     if turn.get("state") not in ("done", None):
@@ -243,7 +319,7 @@ def to_markdown(data: dict[str, Any]) -> str:
     if data.get("summaries"):
         last = data["summaries"][-1]
         lines += [f"## Running summary (s{last['version']}, turns {turn_ranges(last.get('covers') or [])})", "",
-                  last.get("text") or "", ""]
+                  close_blocks(last.get("text") or ""), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

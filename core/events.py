@@ -121,8 +121,10 @@ class Notice:
 class Error:
     """The turn could not go on. ``kind`` is the endpoint error's kind
     (``unreachable``, ``timeout``, ``model_not_found``, ``bad_request``,
-    ``server_error``, ``malformed``, ``stream_error``, ``disconnected``) or
-    ``agent``; ``message`` is one line saying what to do."""
+    ``server_error``, ``malformed``, ``stream_error``, ``disconnected``),
+    ``agent``, ``busy`` (another wisp runs a turn of the conversation) or
+    ``moved`` (another wisp added turns since the view last showed it);
+    ``message`` is one line saying what to do."""
 
     kind: str
     message: str

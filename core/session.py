@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 from .agents_md import AgentsMd, load_agents_md
 from .audit import AuditLog
 from .config import Config
-from .database import open_store
+from .database import audit_dir_of, open_store
 from .session_options import SessionError, SessionOptions, unknown_conversation
 from .store import Store
+from .streamed import recover_open_turns
 from .toolset import ToolChoice, choose_tools
 
 if TYPE_CHECKING:
@@ -152,11 +153,12 @@ class Opening:
         config = config or Config.load()
         if options.profile:
             config.use_profile(options.profile)  # ConfigError names the profiles there are
-        store = await open_store(config.db_path)
+        store = await open_store(config.db_path, audit_dir_of(config))
         try:
-            await store.recover_open_turns()
             audit = AuditLog(config.audit_dir, enabled=bool(config.get("audit.enabled")),
                              max_bytes=int(config.get("audit.max_bytes")), keep=int(config.get("audit.keep")))
+            # a dead process's open turns are stopped, and what they had streamed goes to the audit log too
+            await recover_open_turns(store, audit)
             plan = await settle(options, config, store)
             return cls(options, config, store, audit, plan)
         except BaseException:
@@ -332,7 +334,8 @@ class Session:
 
         return AgentSettings(max_steps=int(self.config.get("agent.max_steps")),
                              think=str(self.config.get("model.think")),
-                             max_tokens=self.config.get("model.max_tokens"))
+                             max_tokens=self.config.get("model.max_tokens"),
+                             repeat_stop_chars=int(self.config.get("model.repeat_stop_chars")))
 
     # -- opening and closing -----------------------------------------------------
 
@@ -386,10 +389,12 @@ class Session:
                              conversation=conv.id)
         return self.conversation_id
 
-    async def run_turn(self, prompt: str, supersedes: int | None = None) -> AsyncIterator[Any]:
+    async def run_turn(self, prompt: str, supersedes: int | None = None, *,
+                       seen: int | None = None) -> AsyncIterator[Any]:
         """Run one turn in the current conversation (see :meth:`Agent.run_turn`);
         ``supersedes`` names the turn it asks again in place of (``/retry``,
-        ``/edit``).
+        ``/edit``); ``seen``, the last turn number the caller's view shows (a
+        turn another wisp ended since gives an ``Error`` of kind ``moved``).
 
         Settings (``agent.max_steps``, ``model.think``) are read afresh, so a
         ``/config set`` applies from this turn. A conversation whose turn
@@ -407,7 +412,7 @@ class Session:
         if await self.store.count_turns(conversation) == 0:
             await self.store.set_conversation_title(conversation, _title(prompt))
         # closed with this generator when a view abandons the turn's events, so the agent stops its writes
-        async with aclosing(self.agent.run_turn(conversation, prompt, supersedes=supersedes)) as events:
+        async with aclosing(self.agent.run_turn(conversation, prompt, supersedes=supersedes, seen=seen)) as events:
             async for item in events:
                 yield item
                 if isinstance(item, ev.ToolResult) and item.meta.get("mcp_failure"):

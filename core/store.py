@@ -51,7 +51,7 @@ from .paths import create_private_file, ensure_private_dir
 from .processes import tag_alive, this_process
 from .text import fts_query as _text_fts_query
 from .text import one_line
-from .transactions import immediate
+from .transactions import immediate, to_the_end
 
 __all__ = [
     "MIGRATIONS",
@@ -226,6 +226,24 @@ class ConversationBusy(StoreError):
         super().__init__(f"Conversation {conversation_id} has a turn running in another wisp "
                          f"(process {owner.rpartition(':')[2]}); wait for it to end, or start a "
                          "new conversation.")
+
+
+class ConversationMoved(StoreError):
+    """:meth:`Store.begin_turn` refused: the caller had seen the
+    conversation up to turn ``seen``, and another wisp process has since
+    ended turn ``last`` in it. A view that claimed anyway would send the
+    model turns it never showed; it shows them, and the person sends again.
+    The message is one line saying so."""
+
+    def __init__(self, conversation_id: int, last: int, seen: int) -> None:
+        self.conversation_id = conversation_id
+        self.last = last
+        self.seen = seen
+        added = last - seen
+        super().__init__(f"{added} turn{'s' if added != 1 else ''} of conversation {conversation_id} "
+                         f"{'were' if added != 1 else 'was'} added by another wisp since this window showed "
+                         f"turn {seen}; {'they are' if added != 1 else 'it is'} shown now: read "
+                         f"{'them' if added != 1 else 'it'}, then send your prompt again.")
 
 
 #: The range of SQLite's integers (64-bit signed).
@@ -479,6 +497,40 @@ def _preview(text: str | bytes | None) -> str | None:
 # --- the store -------------------------------------------------------------------
 
 
+
+async def _stop_turns(db: aiosqlite.Connection, stale: list[int], now: str) -> None:
+    """Inside a write transaction: mark the ``open`` turns ``stale`` (ids)
+    ``stopped`` with :data:`RECOVERED_ERROR`, and the entries they were still
+    streaming partial, reason ``exited`` (a tool result also failed, ending
+    with :data:`RECOVERED_OUTPUT`)."""
+    await db.executemany(
+        "UPDATE turns SET state = 'stopped', ended_at = ?, error = COALESCE(error, ?)"
+        " WHERE id = ? AND state = 'open'",
+        [(now, RECOVERED_ERROR, t) for t in stale],
+    )
+    # what was streaming when the process died is kept, marked partial (a tool
+    # result also as failed, with a line saying why, for the person and the model)
+    await db.executemany(
+        "UPDATE entries SET meta = json_set(json_remove(meta, '$.streaming'),"
+        " '$.partial', json('true'), '$.reason', 'exited')"
+        " WHERE turn_id = ? AND kind != 'tool_result' AND json_extract(meta, '$.streaming')",
+        [(t,) for t in stale],
+    )
+    await db.executemany(
+        "UPDATE entries SET content = content || char(10) || ?,"
+        " meta = json_set(json_remove(meta, '$.streaming'),"
+        " '$.partial', json('true'), '$.reason', 'exited', '$.error', json('true'))"
+        " WHERE turn_id = ? AND kind = 'tool_result' AND json_extract(meta, '$.streaming')",
+        [(RECOVERED_OUTPUT, t) for t in stale],
+    )
+
+
+#: Per database file (its path as opened), the turns a store of this process began, has not ended,
+#: and is still open: no other store of this process stops or recovers them (two sessions may share
+#: a process: ``wisp mcp serve``, the eval runner).
+_LIVE: dict[Path, set[int]] = {}
+
+
 class Store:
     """The database: open it with ``await Store.open(path)``.
 
@@ -500,6 +552,7 @@ class Store:
         self._write_lock = asyncio.Lock()
         self._owner = _owner()
         self._running: set[int] = set()  # turns this store began and has not ended
+        self._live_here = _LIVE.setdefault(Path(os.path.realpath(path)), set())  # every open store's of this file
 
     # -- opening ------------------------------------------------------------
 
@@ -536,7 +589,10 @@ class Store:
 
     async def close(self) -> None:
         """Close the connection. Turns this store left open stay ``open`` in
-        the file, for :meth:`recover_open_turns` to stop next time."""
+        the file, for :meth:`recover_open_turns` to stop next time (or the
+        next claim of their conversation by this process)."""
+        self._live_here.difference_update(self._running)
+        self._running.clear()
         await self.db.close()
 
     async def __aenter__(self) -> "Store":
@@ -821,7 +877,8 @@ class Store:
 
     # -- turns --------------------------------------------------------------------
 
-    async def begin_turn(self, conversation_id: int, supersedes: int | None = None) -> Turn:
+    async def begin_turn(self, conversation_id: int, supersedes: int | None = None, *,
+                         seen: int | None = None) -> Turn:
         """Claim the conversation and open its next turn (number = last + 1,
         from 1); touch the conversation.
 
@@ -841,35 +898,92 @@ class Store:
         :meth:`turns` leaves it out from then on (issue 16, "Nothing is
         overwritten"). Raises :class:`StoreError` for an unknown
         conversation, or a ``supersedes`` turn that is missing, still open
-        or already replaced."""
-        async with self.transaction() as db:
-            now = utc_now()
-            cur = await db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
-            if cur.rowcount == 0:
-                raise StoreError(f"no conversation {conversation_id}")
-            await self._refuse_if_held(db, conversation_id)
-            (number,), = await db.execute_fetchall(
-                "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?", (conversation_id,))
-            if supersedes is not None:
-                old = next(iter(await db.execute_fetchall(
-                    "SELECT state, superseded_by FROM turns WHERE conversation_id = ? AND number = ?",
-                    (conversation_id, supersedes))), None)
-                if old is None:
-                    raise StoreError(f"no turn {supersedes} in conversation {conversation_id}")
-                if old[0] == "open":
-                    raise StoreError(f"turn {supersedes} is still running")
-                if old[1] is not None:
-                    raise StoreError(f"turn {supersedes} was already replaced by turn {old[1]}")
-                await db.execute("UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND number = ?",
-                                 (number, conversation_id, supersedes))
-            cur = await db.execute(
-                "INSERT INTO turns (conversation_id, number, state, started_at, owner)"
-                " VALUES (?, ?, 'open', ?, ?)",
-                (conversation_id, number, now, self._owner),
-            )
-            tid = cur.lastrowid
+        or already replaced.
+
+        With ``seen`` (the last turn number the caller has shown, ``0`` for
+        none), a conversation whose last turn is numbered above it is refused
+        with :class:`ConversationMoved`, in the same transaction: a second
+        window never sends the model a turn another wisp ended after the
+        window last looked.
+
+        Cancelled anywhere (Esc right after Enter), it leaves no turn: the
+        transaction is rolled back, and a claim whose ``COMMIT`` went through
+        as the cancellation came is taken back (no caller holds it, so no one
+        would end it). A turn of this conversation this process left
+        ``open`` and no longer runs is stopped in the same transaction, so
+        no other wisp is refused for it."""
+        tid: int | None = None
+        number = 0
+        try:
+            async with self.transaction() as db:
+                now = utc_now()
+                cur = await db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?",
+                                       (now, conversation_id))
+                if cur.rowcount == 0:
+                    raise StoreError(f"no conversation {conversation_id}")
+                await self._refuse_if_held(db, conversation_id)
+                await self._stop_left_open(db, conversation_id, now)
+                tid, number = await self._claim(db, conversation_id, supersedes, now, seen)
+        except asyncio.CancelledError:
+            if tid is not None:  # the claim may have been committed as the cancellation came
+                await to_the_end(self._take_back(tid, conversation_id, number, supersedes))
+            raise
         self._running.add(tid)
+        self._live_here.add(tid)
         return Turn(tid, conversation_id, number, "open", now, None, None, None, None)
+
+    async def _stop_left_open(self, db: aiosqlite.Connection, conversation_id: int, now: str) -> None:
+        """Inside :meth:`begin_turn`'s transaction: stop the conversation's
+        turns this process began and no longer runs (a turn whose ending was
+        lost), as :meth:`recover_open_turns` does for a dead process's."""
+        rows = await db.execute_fetchall(
+            "SELECT id FROM turns WHERE conversation_id = ? AND state = 'open' AND owner = ?",
+            (conversation_id, self._owner))
+        left = [tid for (tid,) in rows if tid not in self._live()]
+        if left:
+            await _stop_turns(db, left, now)
+
+    async def _take_back(self, tid: int, conversation_id: int, number: int, supersedes: int | None) -> None:
+        """Undo a claim whose ``COMMIT`` went through although its caller was
+        cancelled: delete the still empty turn (only if this process owns it
+        and it is still open) and give a superseded turn its place back."""
+        async with self.transaction() as db:
+            cur = await db.execute("DELETE FROM turns WHERE id = ? AND owner = ? AND state = 'open'"
+                                   " AND NOT EXISTS (SELECT 1 FROM entries WHERE turn_id = ?)",
+                                   (tid, self._owner, tid))
+            if cur.rowcount and supersedes is not None:
+                await db.execute("UPDATE turns SET superseded_by = NULL"
+                                 " WHERE conversation_id = ? AND number = ? AND superseded_by = ?",
+                                 (conversation_id, supersedes, number))
+
+    async def _claim(self, db: aiosqlite.Connection, conversation_id: int, supersedes: int | None,
+                     now: str, seen: int | None = None) -> tuple[int, int]:
+        """Inside :meth:`begin_turn`'s transaction: insert the open turn
+        (taking ``supersedes``' place); returns its id and number. Raises
+        :class:`ConversationMoved` when the last turn is numbered above
+        ``seen``."""
+        (number,), = await db.execute_fetchall(
+            "SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE conversation_id = ?", (conversation_id,))
+        if seen is not None and number - 1 > seen:
+            raise ConversationMoved(conversation_id, number - 1, seen)
+        if supersedes is not None:
+            old = next(iter(await db.execute_fetchall(
+                "SELECT state, superseded_by FROM turns WHERE conversation_id = ? AND number = ?",
+                (conversation_id, supersedes))), None)
+            if old is None:
+                raise StoreError(f"no turn {supersedes} in conversation {conversation_id}")
+            if old[0] == "open":
+                raise StoreError(f"turn {supersedes} is still running")
+            if old[1] is not None:
+                raise StoreError(f"turn {supersedes} was already replaced by turn {old[1]}")
+            await db.execute("UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND number = ?",
+                             (number, conversation_id, supersedes))
+        cur = await db.execute(
+            "INSERT INTO turns (conversation_id, number, state, started_at, owner)"
+            " VALUES (?, ?, 'open', ?, ?)",
+            (conversation_id, number, now, self._owner),
+        )
+        return int(cur.lastrowid), int(number)
 
     async def end_turn(
         self,
@@ -903,6 +1017,7 @@ class Store:
             )
             (row,) = await db.execute_fetchall(f"SELECT {_TURN_COLS} FROM turns WHERE id = ?", (turn_id,))
         self._running.discard(turn_id)
+        self._live_here.discard(turn_id)
         return _turn(row)
 
     async def turn_by_id(self, turn_id: int) -> Turn | None:
@@ -1090,38 +1205,30 @@ class Store:
         are kept, marked ``partial`` with ``reason`` ``exited``; a tool
         result is also marked ``error`` and ends with :data:`RECOVERED_OUTPUT`.
 
-        Call it on start-up. A turn is left alone when this store began it
-        and has not ended it, or when it was begun by another process on this
+        Call it on start-up. A turn is left alone when a store of this
+        process began it, has not ended it and is still open, or when it was
+        begun by another process on this
         host that is still alive (so a second wisp does not stop the first
         one's turn). A turn from another host is recovered.
         """
         rows = await self._all("SELECT id, owner FROM turns WHERE state = 'open'")
-        stale = [tid for tid, owner in rows if tid not in self._running and not self._held_elsewhere(owner)]
+        stale = [tid for tid, owner in rows if not self._runs_here(tid, owner) and not self._held_elsewhere(owner)]
         if not stale:
             return []
-        now = utc_now()
         async with self.transaction() as db:
-            await db.executemany(
-                "UPDATE turns SET state = 'stopped', ended_at = ?, error = COALESCE(error, ?)"
-                " WHERE id = ? AND state = 'open'",
-                [(now, RECOVERED_ERROR, t) for t in stale],
-            )
-            # what was streaming when the process died is kept, marked partial (a tool
-            # result also as failed, with a line saying why, for the person and the model)
-            await db.executemany(
-                "UPDATE entries SET meta = json_set(json_remove(meta, '$.streaming'),"
-                " '$.partial', json('true'), '$.reason', 'exited')"
-                " WHERE turn_id = ? AND kind != 'tool_result' AND json_extract(meta, '$.streaming')",
-                [(t,) for t in stale],
-            )
-            await db.executemany(
-                "UPDATE entries SET content = content || char(10) || ?,"
-                " meta = json_set(json_remove(meta, '$.streaming'),"
-                " '$.partial', json('true'), '$.reason', 'exited', '$.error', json('true'))"
-                " WHERE turn_id = ? AND kind = 'tool_result' AND json_extract(meta, '$.streaming')",
-                [(RECOVERED_OUTPUT, t) for t in stale],
-            )
+            await _stop_turns(db, stale, utc_now())
         return stale
+
+    def _live(self) -> set[int]:
+        """The turns of this database file that a store of this process
+        began and has not ended, and that store is still open."""
+        return self._live_here
+
+    def _runs_here(self, tid: int, owner: str | None) -> bool:
+        """Whether turn ``tid`` (owned by ``owner``) is running in this
+        process: begun by this store, or by another open store of this
+        process that still owns it."""
+        return tid in self._running or (tid in self._live_here and owner == self._owner)
 
     # -- entries ------------------------------------------------------------------
 

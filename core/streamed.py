@@ -15,6 +15,13 @@ own does it, so a stream that pauses is still written), and
 the ``streaming`` flag. Cost: one write to create, at most one a second
 while streaming, one to finish; each rewrite carries the text so far (a
 command's streamed output is capped by ``tools.run_command.max_output_bytes``).
+
+The entry's audit event is written when it ends (by the agent, with its
+whole content). One a crash cut short never ended: :func:`recover_open_turns`,
+which the next wisp runs on start-up, stops the turns a dead process left
+open and writes the audit events their streamed entries never got (the text
+the store had, marked partial, reason ``exited``), and the turn's
+``turn.ended``, so the audit log holds what was streamed before the kill too.
 """
 
 from __future__ import annotations
@@ -22,14 +29,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from .store import RECOVERED_ERROR
 from .transactions import to_the_end
 
-__all__ = ["StreamedEntry", "WRITE_INTERVAL_S", "STREAMING"]
+__all__ = ["StreamedEntry", "WRITE_INTERVAL_S", "STREAMING", "AUDIT_KINDS", "recover_open_turns"]
 
 #: Seconds between two writes of a streaming entry: what a crash can lose at most.
 WRITE_INTERVAL_S = 1.0
 #: The meta key of an entry still being written as it streams.
 STREAMING = "streaming"
+#: The audit event kind of each entry kind that streams, as the agent writes it when the entry ends.
+AUDIT_KINDS = {"reply": "response", "thinking": "thinking", "tool_result": "tool.result"}
 
 
 class StreamedEntry:
@@ -130,3 +140,37 @@ class StreamedEntry:
     async def abandon(self) -> None:
         """Stop the streaming writes without a final one (what was written stays, marked streaming)."""
         await self._stop_writer()
+
+
+async def recover_open_turns(store: Any, audit: Any) -> list[int]:
+    """Stop the turns left open by processes that are gone
+    (:meth:`wisp.core.store.Store.recover_open_turns`, which keeps what
+    their entries had streamed, marked partial) and write to ``audit`` (a
+    :class:`wisp.core.audit.AuditLog`, or ``None``) what the dead process
+    never did: each such entry's audit event (kind :data:`AUDIT_KINDS`, its
+    content and meta as recovered, ``"recovered": true``), linked to the
+    entry, then the turn's ``turn.ended`` (``stopped``). Returns the turns'
+    ids. Raises what the store raises, and ``OSError`` when the audit log
+    cannot be written (the turns are stopped by then)."""
+    stale = await store.recover_open_turns()
+    if not stale or audit is None or not getattr(audit, "enabled", True):
+        return stale
+    entries = await store.turn_entries(stale)
+    for tid in stale:
+        turn = await store.turn_by_id(tid)
+        if turn is None:  # deleted meanwhile (wisp conversations rm)
+            continue
+        for entry in entries.get(tid, []):
+            kind = AUDIT_KINDS.get(entry.kind)
+            if kind is None or entry.audit_event_id is not None or entry.meta.get("reason") != "exited":
+                continue
+            body = {"content": entry.content, "meta": entry.meta, "recovered": True,
+                    **{k: v for k, v in (("tool_name", entry.tool_name), ("tool_call_id", entry.tool_call_id))
+                       if v is not None}}
+            ref = audit.write(kind, body, conversation=entry.conversation_id, turn=turn.number,
+                              entry=entry.number)
+            if ref is not None:
+                await store.set_entry_audit(entry.id, ref)
+        audit.write("turn.ended", {"state": "stopped", "error": RECOVERED_ERROR, "recovered": True},
+                    conversation=turn.conversation_id, turn=turn.number)
+    return stale

@@ -14,6 +14,16 @@ from tests.support.home import ROOT, SCREENSHOTS, require_local, write_config  #
 
 
 
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    """The API keys a test's wisp took from the environment are forgotten after it
+    (:mod:`wisp.core.redact` keeps them for the life of the process)."""
+    yield
+    from wisp.core.redact import forget_all
+
+    forget_all()
+
+
 @pytest.fixture
 def wisp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh WISP_HOME (config, database and audit log inside it); the real home is never touched.

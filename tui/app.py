@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import work
@@ -60,6 +61,44 @@ FIRST_PAGE_TURNS = 20
 #: The agent's events are drawn without stopping to paint; after this long (seconds) of events that
 #: did not wait for the network, the turn's worker lets the screen paint once.
 YIELD_EVERY_S = 1 / 60
+#: How often a window looks for turns another wisp ended in its conversation (seconds): one COUNT
+#: of the store's turns, so a second window follows within this long.
+FOLLOW_EVERY_S = 2.0
+
+
+def screenshot_dir(workdir: Any = None) -> Path:
+    """Where a screenshot is saved: the person's Downloads folder
+    (platformdirs) when it is a writable folder, else ``workdir`` (the
+    conversation's working directory), else the current one."""
+    import os
+
+    from platformdirs import user_downloads_path
+
+    for place in (user_downloads_path(), Path(workdir) if workdir else None, Path.cwd()):
+        if place is not None and place.is_dir() and os.access(place, os.W_OK):
+            return place
+    return Path.cwd()
+
+
+def wait_state(notice: str) -> str:
+    """The status bar's state for a wait notice of the turn (key ``wait``):
+    ``waiting for the model · 12 s`` while the endpoint loads the model or
+    the embedded server starts again, ``streaming`` once it answers."""
+    import re
+
+    if "answers again" in notice:
+        return "streaming"
+    seconds = re.search(r"(\d+(?:\.\d+)?) s so far", notice)
+    what = "the embedded model restarts" if "starting it again" in notice else (
+        "busy with another wisp" if "busy with another" in notice else "waiting for the model")
+    return f"{what} · {float(seconds.group(1)):.0f} s" if seconds else what
+
+
+def _slash_commands() -> type:
+    """The command palette's provider of wisp's slash commands, loaded when the palette opens."""
+    from .command_provider import SlashCommands
+
+    return SlashCommands
 
 
 class WispApp(ConversationActions, Guarded, App[int]):
@@ -69,6 +108,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
 
     TITLE = "wisp"
     CSS_PATH = str(STYLESHEET)
+    #: Ctrl+P's palette: Textual's own commands and wisp's slash commands (tui/command_provider.py)
+    COMMANDS = App.COMMANDS | {_slash_commands}
     BINDINGS = [
         Binding("f1", "help", "Help"),
         Binding("escape", "stop", "Stop reply", show=False),
@@ -148,6 +189,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
     async def on_mount(self) -> None:
         self.prompt_input.focus()
         self.memory_refine_timer: Any = None
+        #: Looks for turns another wisp ended in this conversation (:meth:`follow_conversation`).
+        self.follow_timer: Any = None
         # paint first, then open: the session starts once the first frame is on screen
         self.call_after_refresh(self.start_session)
 
@@ -204,6 +247,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
 
             # Episodic memory: refine new exchanges every 15 minutes while wisp runs.
             self.memory_refine_timer = self.set_interval(REFINE_INTERVAL_S, self.refine_memory)
+            if self.follow_timer is None:  # a second window on this conversation shows its turns as they end
+                self.follow_timer = self.set_interval(FOLLOW_EVERY_S, self.follow_conversation)
             self.refresh_context()
             if self._connect:
                 await self.connect()
@@ -228,7 +273,16 @@ class WispApp(ConversationActions, Guarded, App[int]):
             said.append(Notice(line))
             await self.chat.add(said[-1])
 
-        ok = await self.session.connect(on_status=say)
+        began = time.monotonic()
+
+        def tick() -> None:  # a start can take a minute or two on 2 cores: the seconds show it is alive
+            self.status.state = f"connecting · {time.monotonic() - began:.0f} s"
+
+        ticker = self.set_interval(1.0, tick)
+        try:
+            ok = await self.session.connect(on_status=say)
+        finally:
+            ticker.stop()
         if ok:
             for notice in said:  # "Starting the embedded model…" is done: the status bar says what runs
                 await notice.remove()
@@ -328,7 +382,12 @@ class WispApp(ConversationActions, Guarded, App[int]):
     # --- input -----------------------------------------------------------
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
-        text = message.text
+        await self.submit_text(message.text)
+
+    async def submit_text(self, text: str) -> None:
+        """What sending ``text`` from the prompt input does: a slash command
+        runs, anything else is a turn (the command palette's commands come
+        here too)."""
         if self.chat.later:  # the window of stored turns stops short of the end: show the end again
             await self.show_last_turns()
         self.chat.anchor()  # the person sent something: follow the end again
@@ -496,8 +555,9 @@ class WispApp(ConversationActions, Guarded, App[int]):
         clock = time.perf_counter
         since = clock()
         text_delta, thinking_delta = ev.TextDelta, ev.ThinkingDelta
+        # the claim refuses a conversation another wisp added turns to since this screen last looked
+        turns = s.run_turn(text, supersedes=supersedes, seen=self._last_turn_shown)
         try:
-            turns = s.run_turn(text) if supersedes is None else s.run_turn(text, supersedes=supersedes)
             async for item in turns:
                 kind = type(item)
                 if kind is text_delta or kind is thinking_delta:
@@ -511,10 +571,15 @@ class WispApp(ConversationActions, Guarded, App[int]):
                     elif kind is ev.TurnEnded:
                         final_state = item.state
                     await self.show_agent_event(item)
-                    if kind is ev.Error and item.kind == "busy" and not self.prompt_input.text:
+                    if kind is ev.Error and item.kind in ("busy", "moved"):
+                        final_state = "refused"  # nothing was sent: not an error of this session
+                    if kind is ev.Error and item.kind in ("busy", "moved") and not self.prompt_input.text:
                         self.prompt_input.load_text(text)  # not sent: the prompt stays to send again (issue 16)
-                        await self.chat.add(Notice("Your prompt is back in the input: send it again once that "
-                                                   "turn has ended.", "warning"))
+                        again = "once that turn has ended" if item.kind == "busy" else "after reading them"
+                        await self.chat.add(Notice(f"Your prompt is back in the input: send it again {again}.",
+                                                   "warning"))
+                    if kind is ev.Error and item.kind == "moved":
+                        await self.show_turns_from_elsewhere()
                 now = clock()
                 if now - since > YIELD_EVERY_S:
                     await asyncio.sleep(0)
@@ -524,6 +589,9 @@ class WispApp(ConversationActions, Guarded, App[int]):
             await self.show_agent_event(ev.TurnEnded(turn, "stopped"))
             raise
         finally:
+            # Esc while an event is drawn leaves the turn's events unread: closing them now ends the
+            # turn in the store at once, not when the garbage collector finds the generator
+            await turns.aclose()
             self.status.state = "error" if final_state == "error" else "ready"
             self.refresh_context()
         await self.after_turn_shown(turn, supersedes)
@@ -548,6 +616,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
                 self.status.completion_tokens = item.completion
             elif isinstance(item, (ev.FactChanged, ev.SummaryChanged)):
                 self.refresh_context()
+            elif isinstance(item, ev.Notice) and item.key == "wait":  # the server loads or starts again
+                self.status.state = wait_state(item.text)
             elif isinstance(item, ev.SideCallCost):  # the distiller's or the assessment's cost (issue 17)
                 self.status.side_calls = (f"{item.kind} ~{item.tokens:,} tok {item.seconds:.1f} s" if item.calls
                                           else "")
@@ -613,6 +683,29 @@ class WispApp(ConversationActions, Guarded, App[int]):
         finally:
             self.status.state = previous
 
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Textual's screenshot (Ctrl+P → Screenshot) as an SVG file, saved in
+        the Downloads folder when there is one, else in the working directory
+        (:func:`screenshot_dir`): Textual saves into ``~/Downloads`` whether it
+        exists or not, and fails where it does not. Textual's notice names the
+        file. Returns the delivery key."""
+        if path is None:
+            where = self.session.workdir if self.session is not None else self.options.workdir
+            path = str(screenshot_dir(where))
+        return super().deliver_screenshot(filename, path, time_format)
+
+    @work(exclusive=True, group="follow", exit_on_error=False)
+    async def follow_conversation(self) -> None:
+        """Draw the turns another wisp (a second TUI, ``wisp ask --continue``)
+        ended in this conversation since they were last looked for, reply and
+        all (:meth:`show_turns_from_elsewhere`); the timer runs it every
+        :data:`FOLLOW_EVERY_S` seconds. Skipped while this window runs a turn
+        (it draws its own) or the session closes."""
+        busy = self.turn_worker is not None and self.turn_worker.is_running
+        if self.session is not None and not self._session_closing and not busy:
+            await self.show_turns_from_elsewhere()
+
     async def show_turns_from_elsewhere(self) -> None:
         """Draw turns another wisp process added to this conversation since
         it was shown, so the screen shows all the model will be sent."""
@@ -629,11 +722,12 @@ class WispApp(ConversationActions, Guarded, App[int]):
         turns = list(page.turns)
         while turns and turns[-1].state == "open":  # still running there: shown once it has ended, reply and all
             turns.pop()
+        turns = [t for t in turns if t.number > self._last_turn_shown]  # a version elsewhere: numbers run on
         if not turns:
             return
-        shown = len([t for t in turns if t.number > self._last_turn_shown])
+        shown = len(turns)
         await self.chat.add(Notice(f"{shown} turn{'s' if shown != 1 else ''} added by another wisp "
-                                   "process since this one opened:", "warning"))
+                                   "process (another window, or wisp ask) while this one was open:", "warning"))
         await self.chat.show_turns(turns)
         self._last_turn_shown = turns[-1].number
 

@@ -89,3 +89,15 @@ def fixed_place(monkeypatch: pytest.MonkeyPatch) -> Iterator[FixedPlace]:
         finally:
             shutil.rmtree(SNAPSHOT_ROOT, ignore_errors=True)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def no_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """bwrap absent, as tests/unit/test_sandbox.py fakes it (wisp looks for it only where there is
+    none): commands have no sandbox. The probe is forgotten before and after."""
+    from wisp.core.tools import sandbox
+
+    monkeypatch.setattr(sandbox, "BWRAP_CANDIDATES", (str(tmp_path / "no-such-bwrap"),))
+    sandbox.reset()
+    yield
+    sandbox.reset()

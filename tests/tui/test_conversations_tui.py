@@ -158,6 +158,38 @@ async def test_search_jumps_to_a_hit_and_picks_among_several(ollama_home, tmp_pa
         assert "Nothing in this conversation holds 'zebra'" in outputs(app)
 
 
+async def test_search_in_a_retried_turn_lists_both_versions_and_narrows(ollama_home, tmp_path: Path) -> None:
+    """A retried turn has two versions whose hits jump to the same turn: both are listed (no
+    duplicated option ids, no internal error), typing in the filter narrows them, and picking the
+    earlier version's hit jumps to the turn that asked it again."""
+    home, srv = ollama_home
+    srv.push(reply("The median is 4."), reply("The median is 5, not 4."))
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await send(pilot, app, "what is the median of 3 4 5 9?")
+        await command(pilot, app, "/retry")
+        await turn_done(pilot, app)
+        await command(pilot, app, "/search median")
+        await until(pilot, lambda: isinstance(app.screen, SearchResultsScreen), "the hits")
+        screen = app.screen
+        labels = [i.label for i in screen.items]
+        assert any("an earlier version" in label for label in labels), labels
+        assert any("an earlier version" not in label and "(reply)" in label for label in labels), labels
+        await pilot.press(*"not")
+        await pilot.pause()
+        assert [i.label for i in screen.shown] == [i.label for i in screen.items if "not 4" in i.label]
+        await pilot.press("backspace", "backspace", "backspace", *"4.")
+        await pilot.pause()
+        # both replies, whose items answer the same jump: the earlier one is listed too
+        assert len(screen.shown) == 2 and all("(reply)" in i.label for i in screen.shown)
+        assert len({i.id for i in screen.shown}) == 2 and len({i.answer for i in screen.shown}) == 1
+        await pilot.press("down", "enter")  # the earlier version's hit
+        await until(pilot, lambda: any("turn-2" in w.classes for w in app.chat.query(".-found")), "the jump")
+        errors = [n for n in notices(app) if "internal error" in n]
+        assert not errors, errors
+
+
 async def test_ctrl_r_searches_the_prompt_history(ollama_home, tmp_path: Path) -> None:
     app = WispApp(SessionOptions(workdir=tmp_path))
     async with app.run_test(size=SIZE) as pilot:

@@ -120,7 +120,7 @@ async def test_a_failing_worker_is_an_error_line(ollama_home, tmp_path: Path, mo
     real = Session.run_turn
     calls = {"n": 0}
 
-    async def run_turn(self: Session, prompt: str):
+    async def run_turn(self: Session, prompt: str, supersedes: int | None = None, *, seen: int | None = None):
         calls["n"] += 1
         if calls["n"] == 1:
             yield ev.TurnStarted(1, 1, 1, prompt)

@@ -12,8 +12,8 @@ snapshots are accepted again on purpose::
 The fixed paths, port and clocks of :func:`tests.tui.conftest.fixed_place`
 keep a re-run identical. The views: chat (a streamed reply with thinking, a
 tool call and code), the side panels (facts, task, running summary), inspect
-context (F5), the approval modal, ``/memory``, ``/compact``'s preview, help
-(F1) and no endpoint.
+context (F5), the approval modal (with a sandbox and without), ``/memory``,
+``/compact``'s preview, help (F1) and no endpoint.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def test_chat_view(snap_compare, fixed_place: FixedPlace) -> None:
 
 def test_side_panels(snap_compare, fixed_place: FixedPlace) -> None:
     """The facts (the person's and the tools'), the task and the running summary panels."""
-    fixed_place.configure({"model.context_window": 1500, "context.reserve": 300})
+    # the fake model echoes each prompt, whose filler is one word 80 times: the loop rule would stop that
+    fixed_place.configure({"model.context_window": 1500, "context.reserve": 300, "model.repeat_stop_chars": 0})
     side = SummarisingSideCall()
     with CountingOllama(port=fixed_place.port):
         app = WispApp(SessionOptions(workdir=fixed_place.workdir, tools=[], side_call=side))
@@ -119,7 +120,7 @@ def test_inspect_context_f5(snap_compare, fixed_place: FixedPlace) -> None:
 def test_approval_modal(snap_compare, fixed_place: FixedPlace) -> None:
     """The model wants to run a command: allow once, always allow a prefix, or deny."""
     with FakeOllama(port=fixed_place.port) as srv:
-        srv.push(reply(text("Let me run it."), tool_call("run_command", {"command": "touch notes.txt"}, id="call_1"),
+        srv.push(reply(text("Let me run it."), tool_call("run_command", {"command": "make notes"}, id="call_1"),
                        finish="tool_calls"),
                  reply(text("Done.")))
         app = WispApp(SessionOptions(workdir=fixed_place.workdir, tools=["run_command"]))
@@ -133,6 +134,24 @@ def test_approval_modal(snap_compare, fixed_place: FixedPlace) -> None:
 
         assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
         assert not (fixed_place.workdir / "notes.txt").exists()
+
+
+def test_approval_modal_without_a_sandbox(snap_compare, fixed_place: FixedPlace, no_sandbox) -> None:
+    """bwrap absent: the modal says, under the command, that it would run with the person's permissions."""
+    with FakeOllama(port=fixed_place.port) as srv:
+        srv.push(reply(text("Let me run it."), tool_call("run_command", {"command": "make notes"}, id="call_1"),
+                       finish="tool_calls"),
+                 reply(text("Done.")))
+        app = WispApp(SessionOptions(workdir=fixed_place.workdir, tools=["run_command"]))
+
+        async def steps(pilot: Any) -> None:
+            app.prompt_input.load_text("make a notes file")
+            await pilot.press("enter")
+            await until(pilot, lambda: type(app.screen).__name__ == "ApprovalScreen"
+                        and getattr(app.screen, "armed", False), "the approval modal")
+            await pilot.pause()
+
+        assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
 
 
 def test_memory_list(snap_compare, fixed_place: FixedPlace) -> None:

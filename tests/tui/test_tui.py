@@ -384,10 +384,14 @@ async def test_a_prompt_refused_as_busy_stays_and_the_other_turn_shows_once_ende
             await until(pilot, lambda: any("back in the input" in str(n.render()) for n in app.query(Notice)),
                         "the busy answer", limit=2000)
             assert app.prompt_input.text == "second"
+            await until(pilot, lambda: not app.turn_worker.is_running, "the refused turn's worker")
+            # a refusal is no error of this window: the status bar says ready, not "● error"
+            assert app.status.state == "ready" and "error" not in str(app.status.render()), str(app.status.render())
             other.send_signal(signal.SIGTERM)  # the other turn ends, stopped, with its words kept
             other.communicate(timeout=60)
         finally:
             other.kill()
+        assert app.status.state == "ready"
         await pilot.press("enter")  # the same prompt, sent again
         await until(pilot, lambda: app.turn_worker is not None and not app.turn_worker.is_running
                     and "second" in texts(app, UserMessage), "the second turn", limit=2000)

@@ -425,7 +425,9 @@ async def test_a_prompt_larger_than_the_window_is_sent_cut_and_kept_whole(any_ho
     assert events[-1].state == "done" and stored.kind == "prompt" and stored.content == paste
     body = srv.chat_bodies[-1]
     assert estimate_messages(body["messages"], body.get("tools")) <= 1024
-    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    from wisp.core.context.composer import context_part, person_part
+
+    user = person_part(body["messages"][-1]["content"])  # the prompt, before the facts at its end
     assert user.startswith("line 0 of the paste") and user.rstrip().endswith("line 2999 of the paste")
     assert "are left out so the request fits the model's window" in user and "/show entry 1" in user
     fit = next(e for e in events if isinstance(e, ev.Notice) and e.key == "fit")

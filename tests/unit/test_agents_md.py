@@ -193,22 +193,24 @@ def test_ask_without_an_allow_list_runs_nothing_and_tells_the_model(ollama_home,
 def test_ask_with_a_matching_allow_list_runs_it(ollama_home, tmp_path: Path) -> None:
     home, srv = ollama_home
     write_config(home, {"model.provider": "ollama", "model.endpoint": srv.base_url, "model.timeout_s": 5,
-                        "tools.run_command.allow": ["touch", "git status"]})
+                        "tools.run_command.allow": ["cat", "git status"]})
     (tmp_path / "AGENTS.md").write_text('tools: ["run_command"]\n')
-    srv.push(reply(tool_call("run_command", {"command": "touch made.txt"}), finish="tool_calls"),
+    (tmp_path / "notes.txt").write_text("NOTES-TEXT\n")
+    srv.push(reply(tool_call("run_command", {"command": "cat notes.txt"}), finish="tool_calls"),
              reply(text("Done.")),
-             reply(tool_call("run_command", {"command": "touch other.txt; touch sneaky.txt"}), finish="tool_calls"),
+             reply(tool_call("run_command", {"command": "cat other.txt; touch sneaky.txt"}), finish="tool_calls"),
              reply(text("That one needs you.")))
-    r = wisp("ask", "make the file", cwd=tmp_path)
+    r = wisp("ask", "read the file", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "made.txt").exists() and r.stdout.strip() == "Done."
-    assert "[exit status 0]" in tool_messages(srv.chat_bodies[-1])[0]
+    assert r.stdout.strip() == "Done."
+    told = tool_messages(srv.chat_bodies[-1])[0]
+    assert "NOTES-TEXT" in told and "[exit status 0]" in told
     r = wisp("ask", "--continue", "and the others", cwd=tmp_path)
     assert r.returncode == 0
-    assert not (tmp_path / "other.txt").exists() and not (tmp_path / "sneaky.txt").exists()
+    assert not (tmp_path / "sneaky.txt").exists()
     choices = [(e["payload"]["choice"], e["payload"]["prefix"]) for e in audit_events(home, "approval")]
-    assert choices == [("allow_list", "touch"), ("needs_approval", None)]
-    assert audit_events(home, "approval")[0]["payload"]["allow_list"]["config"] == ["touch", "git status"]
+    assert choices == [("allow_list", "cat"), ("needs_approval", None)]
+    assert audit_events(home, "approval")[0]["payload"]["allow_list"]["config"] == ["cat", "git status"]
 
 
 def test_ask_says_a_chained_command_is_not_covered_by_any_prefix(ollama_home, tmp_path: Path) -> None:

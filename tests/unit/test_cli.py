@@ -120,6 +120,43 @@ def test_config_commands(wisp_home: Path) -> None:
     assert r.returncode == 2 and "integer" in r.stderr
 
 
+def test_config_set_of_what_the_embedded_server_takes_at_its_start_says_a_running_one_keeps_it(
+        wisp_home: Path, tmp_path: Path) -> None:
+    """The shared embedded server keeps its threads, window and file until it stops (it stops by
+    itself, model.embedded_idle_s unused): setting one says so; other keys say nothing more."""
+    r = wisp("config", "set", "model.embedded_idle_s", "120")
+    assert r.returncode == 0
+    r = wisp("config", "set", "model.embedded_threads", "1")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0] == "model.embedded_threads = 1" and len(lines) == 2, r.stdout
+    assert "running keeps its old model.embedded_threads until it stops by itself" in lines[1]
+    assert "model.embedded_idle_s (120 s) unused" in lines[1] and "no command to stop it" in lines[1]
+    assert "uses it, with the old value" in lines[1]
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    for key, value in (("model.context_window", "8192"), ("model.gguf", str(gguf))):
+        r = wisp("config", "set", key, value)
+        assert r.returncode == 0 and len(r.stdout.splitlines()) == 2, r.stdout
+        assert f"keeps its old {key}" in r.stdout and "another one, with the new value" in r.stdout
+    r = wisp("config", "unset", "model.embedded_threads")
+    assert r.returncode == 0 and "keeps its old model.embedded_threads" in r.stdout
+    r = wisp("config", "set", "agent.max_steps", "12")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["agent.max_steps = 12"]
+
+
+async def test_slash_config_set_of_the_embedded_threads_says_the_same(wisp_home: Path) -> None:
+    from types import SimpleNamespace
+
+    from wisp.core.commands import run_command
+    from wisp.core.config import Config
+
+    session = SimpleNamespace(config=Config.load())
+    result = await run_command(session, "/config set model.embedded_threads 1")
+    assert not result.error and "keeps its old model.embedded_threads until it stops by itself" in result.text
+    result = await run_command(session, "/config set agent.max_steps 12")
+    assert "embedded" not in result.text
+
+
 def test_malformed_config_is_reported_and_kept(wisp_home: Path) -> None:
     path = wisp_home / "config.json"
     path.write_text('{\n  "model": {\n    "name": "x",\n  }\n}\n')
@@ -148,7 +185,7 @@ def test_stdin_prompt_with_bytes_that_are_not_utf8(ollama_home, tmp_path: Path) 
                        cwd=tmp_path, timeout=60, env=os.environ.copy())
     assert r.returncode == 0, r.stderr
     assert "bad bytes \ufffd\ufffd here" in r.stdout.decode()
-    assert srv.chat_bodies[0]["messages"][-1]["content"].startswith("bad bytes \ufffd\ufffd")
+    assert srv.chat_bodies[0]["messages"][-1]["content"].endswith("bad bytes \ufffd\ufffd here\n")
 
 
 def test_unusable_home_is_one_line_not_a_traceback(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ def session_loop(ollama_home, tmp_path: Path):
 
 
 KNOWN = [
-    "/show entry 99999999999999999999999", "/show turn 99999999999999999999999", "/show entry -99999999999999999999",
+    "/export ~0", "/export ~nosuchuser/x.md", "/show entry 99999999999999999999999", "/show turn 99999999999999999999999", "/show entry -99999999999999999999",
     "/show turn 9223372036854775808", "/fact forget c9223372036854775808", "/fact keep c99999999999999999999999",
     "/memory offset 99999999999999999999999", "/memory limit 99999999999999999999999",
     "/memory show MEM-99999999999999999999", "/task \ud800", "/fact decision x = \ud800", "/fact \ud800 = y",

@@ -113,10 +113,12 @@ EXPECTED_DEFAULTS = {
     "model.gguf": None,
     "model.tool_mode": "auto",
     "model.embedded_idle_s": 300.0,
+    "model.embedded_threads": 0,
     "model.timeout_s": 120.0,
     "model.load_wait_s": 60.0,
     "model.reply_timeout_s": 900.0,
     "model.max_tokens": None,
+    "model.repeat_stop_chars": 600,
     "agent.max_steps": 20,
     "tools.enabled": ["read_file", "system_info"],
     "tools.read_file.allow_outside_workdir": False,
@@ -125,6 +127,9 @@ EXPECTED_DEFAULTS = {
     "tools.run_command.max_output_bytes": 1048576,
     "tools.run_command.allow": [],
     "tools.run_command.env_drop": SCHEMA["tools.run_command.env_drop"].default,
+    "tools.run_command.env_pass": [],
+    "tools.run_command.network": False,
+    "tools.run_command.allow_writes": False,
     "tools.mcp.allow": [],
     "tools.mcp.timeout_s": 60.0,
     "tools.mcp.start_timeout_s": 30.0,
@@ -544,7 +549,10 @@ def test_values_that_conflict_with_the_layout_are_not_overwritten(home):
 
 # --- round trip (hypothesis) -----------------------------------------------------------
 
-_ENV = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)
+from wisp.core.redact import looks_like_key  # noqa: E402
+
+_ENV = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True).filter(
+    lambda s: not looks_like_key(s))  # a name that looks like a key itself is refused, by design
 _TEXT = st.text(min_size=1, max_size=30).filter(
     lambda s: s == s.strip() and s.lower() not in {"null", "none"})
 
@@ -568,6 +576,8 @@ def _values(spec):
         return MCP_ALLOW
     if spec.key == "tools.run_command.env_drop":  # glob patterns of variable names
         return st.lists(st.from_regex(r"[A-Za-z0-9_*?]{1,12}", fullmatch=True), max_size=5)
+    if spec.key == "tools.run_command.env_pass":  # names of variables
+        return st.lists(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,11}", fullmatch=True), max_size=5)
     if spec.type == "list":
         return st.lists(st.text(min_size=1, max_size=10), max_size=5)
     if spec.type == "choice":

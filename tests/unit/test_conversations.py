@@ -207,6 +207,49 @@ async def test_markdown_folds_thinking_tools_and_earlier_versions(home, tmp_path
     assert "## Facts" in md and "RED KITE" in md and "## Running summary (s1, turns 1)" in md
 
 
+_MARKDOWN_BITS = st.sampled_from(["```", "````", "~~~", "~~~~~", "```py", "~~~ text", "`", "~", "\n", "\n\n", "\r\n",
+                                  "    ", "  ", "\t", "> ", "- ", "1. ", "* ", "#", "## a heading", "</details>",
+                                  "<details>", "<!--", "-->", "<pre>", "</pre>", "<?", "?>", "<!A", "<![CDATA[",
+                                  "<div>", "<script>", "\\", "x", "code", "\0"])
+_ANY_TEXT = st.lists(st.one_of(_MARKDOWN_BITS, st.text(max_size=5)), max_size=14).map("".join)
+
+
+def _export_of(texts: list[str]) -> dict:
+    """An export's data with one turn per text: its prompt, thinking and reply hold the text."""
+    turns, entries = [], []
+    for n, t in enumerate(texts, 1):
+        turns.append({"number": n, "state": "done", "started_at": "2026-01-01T00:00:00Z", "superseded_by": None})
+        entries += [{"turn": n, "kind": kind, "content": t} for kind in ("prompt", "thinking", "reply")]
+    return {"conversation": {"id": 1, "title": "t", "workdir": "/w", "created_at": "2026"}, "wisp": "0",
+            "turns": turns, "entries": entries, "facts": [],
+            "summaries": [{"version": 1, "text": texts[-1], "covers": [1]}]}
+
+
+def _top_headings(md: str) -> list[str]:
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(md)
+    return [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
+
+
+def test_a_reply_with_an_unclosed_fence_keeps_the_next_turn_outside_it() -> None:
+    md = to_markdown(_export_of(["```python\nprint('median')", "~~~~\n~~~\nstill code", "next"]))
+    assert _top_headings(md) == ["Turn 1", "Turn 2", "Turn 3", "Running summary (s1, turns 1)"]
+    assert "print('median')\n```\n" in md and "still code\n~~~~\n" in md
+    assert code_blocks(md)[0] == ("python", "print('median')")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_ANY_TEXT, min_size=1, max_size=3))
+def test_no_text_in_an_export_takes_the_next_turns_heading_into_a_block(texts: list[str]) -> None:
+    """Whatever a prompt, thinking, reply or summary holds (fences of backticks or tildes of any
+    length, left open, in lists or quotes, indented code, HTML that only its own end ends), each
+    turn's heading and the summary's are headings of the export."""
+    md = to_markdown(_export_of(texts))
+    assert [h for h in _top_headings(md) if h.startswith(("Turn ", "Running summary ("))] == \
+        [f"Turn {n}" for n in range(1, len(texts) + 1)] + ["Running summary (s1, turns 1)"]
+
+
 async def test_fork_holds_the_turns_up_to_there_with_facts_and_summary_as_they_stood(home, tmp_path: Path) -> None:
     _, srv = home
     async with await open_session(tmp_path) as s:
@@ -387,7 +430,7 @@ def test_profiles_are_validated_and_laid_over_model_settings(wisp_home: Path) ->
     ({"work": {"modle": "x"}}, "no field 'modle'; did you mean model"),
     ({"work": {"context_window": "big"}}, "context_window expects a whole number"),
     ({"work": {"endpoint": "ftp://x"}}, "endpoint expects a base URL"),
-    ({"work": {"api_key_env": "sk-123 secret"}}, "api_key_env expects the name of an environment variable"),
+    ({"work": {"api_key_env": "sk-123 secret"}}, r"api_key_env expects the NAME of the environment variable.*not shown"),
     ({"bad name!": {}}, "profile name"),
     ({"work": "ollama"}, "must be an object"),
     ([1, 2], "profiles must be an object"),

@@ -127,7 +127,7 @@ async def test_a_commands_output_is_written_while_it_runs(ollama_home, tmp_path:
     (tmp_path / "slow.py").write_text(
         "import sys, time\nfor i in range(30):\n    print(f'line {i}', flush=True)\n    time.sleep(0.01)\n")
     write_config(home, {"model.provider": "ollama", "model.endpoint": srv.base_url, "model.name": "m",
-                        "tools.enabled": ["run_command"], "tools.run_command.allow": [sys.executable]})
+                        "tools.enabled": ["run_command"], "tools.run_command.allow": [f"{sys.executable} slow.py"]})
     srv.push(reply(tool_call("run_command", {"command": f"{sys.executable} slow.py"}), finish="tool_calls"),
              reply("done"))
     async with await Session.open(SessionOptions(workdir=tmp_path)) as s:
@@ -155,7 +155,7 @@ async def test_esc_during_a_streamed_reply_and_command_ends_each_entry_once(olla
     (tmp_path / "slow.py").write_text(
         "import time\nfor i in range(1000):\n    print(f'line {i}', flush=True)\n    time.sleep(0.01)\n")
     write_config(home, {"model.provider": "ollama", "model.endpoint": srv.base_url, "model.name": "m",
-                        "tools.enabled": ["run_command"], "tools.run_command.allow": [sys.executable]})
+                        "tools.enabled": ["run_command"], "tools.run_command.allow": [f"{sys.executable} slow.py"]})
     srv.push(trickled(["one ", "two ", "three "] + ["more "] * 500, 0.01),
              reply(tool_call("run_command", {"command": f"{sys.executable} slow.py"}), finish="tool_calls"))
     async with await Session.open(SessionOptions(workdir=tmp_path)) as s:
@@ -257,6 +257,24 @@ async def test_begin_turn_claims_the_conversation(store: Store) -> None:
             extra = await store.begin_turn(conv.id)
             await store.end_turn(extra.id, "done")
         assert not store.db.in_transaction
+
+
+async def test_a_claim_that_has_not_seen_the_last_turn_is_refused_and_adds_nothing(store: Store) -> None:
+    """A view that showed the conversation up to turn ``seen`` may not claim it once another wisp has
+    ended a later turn: it would send the model a turn it never showed (the second window's race)."""
+    from wisp.core.store import ConversationMoved
+
+    conv = await store.create_conversation("/w")
+    assert (await store.begin_turn(conv.id, seen=0)).number == 1  # a new conversation: nothing to see
+    await store.db.execute("UPDATE turns SET state = 'done' WHERE conversation_id = ?", (conv.id,))
+    for seen in (0, -3):
+        with pytest.raises(ConversationMoved, match="since this window showed turn") as info:
+            await store.begin_turn(conv.id, seen=seen)
+        assert (info.value.last, info.value.seen) == (1, seen)
+        assert await store.count_turns(conv.id) == 1 and not store.db.in_transaction
+    second = await store.begin_turn(conv.id, seen=1)  # it showed turn 1: the claim goes through
+    await store.end_turn(second.id, "done")
+    assert second.number == 2 and (await store.begin_turn(conv.id)).number == 3  # no seen: no check
 
 
 def test_wisp_ask_continue_says_at_once_that_another_wisp_runs_the_conversation(wisp_home: Path,

@@ -7,7 +7,9 @@ that shouldn't be", "Nothing is lost", "Tests and what this must show").
   store, but for what was shown in the last write interval (wisp writes streamed text in batches of
   at most about a second, wisp.core.streamed.WRITE_INTERVAL_S), which the test measures;
 - two `wisp ask --continue` on one conversation released at the same instant, many pairs: never
-  both at once, and the conversation's entries never interleave.
+  both at once, and the conversation's entries never interleave;
+- kill -9 (and SIGTERM) during a reply from an OpenAI-compatible server: the audit log holds what
+  the store kept of the reply, written by the next `wisp ask --continue` (by wisp itself for SIGTERM).
 
 Each test prints its figures (trials, failures, what was lost): run with -s to see them.
 """
@@ -30,11 +32,12 @@ from typing import Callable
 import pytest
 
 from wisp.core import events as ev
+from wisp.core.audit import AuditLog
 from wisp.core.database import open_store
 from wisp.core.store import RECOVERED_OUTPUT
 from wisp.core.streamed import WRITE_INTERVAL_S
 from wisp.core.transcript import load_page, turn_events
-from tests.support.fakes import FakeOllama, reply, tool_call, trickled
+from tests.support.fakes import FakeOllama, FakeOpenAI, reply, tool_call, trickled
 from tests.support.home import write_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kill -9 and FIFOs, on Linux")
@@ -230,7 +233,7 @@ def command_trial(i: int, root: Path, rng: random.Random) -> dict:
     script = [reply(tool_call("run_command", {"command": f"{sys.executable} slow.py"}), finish="tool_calls")]
     with FakeOllama(script) as srv:
         db = configure(home, srv.base_url, **{"tools.enabled": ["run_command"],
-                                              "tools.run_command.allow": [sys.executable]})
+                                              "tools.run_command.allow": [f"{sys.executable} slow.py"]})
         proc = subprocess.Popen([WISP, "ask", f"trial {i}"], cwd=home, env=environment(home),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         err = Output(proc.stderr)
@@ -264,6 +267,53 @@ def test_kill_9_during_a_commands_output_keeps_what_was_shown(tmp_path: Path) ->
     print("\n" + summary)
     assert all(r["integrity"] == "ok" for r in rows), summary
     assert all(r["lost_span_s"] <= WRITE_INTERVAL_S + SLACK_S for r in rows), summary
+
+
+# --- the audit log after a kill ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_the_audit_log_keeps_the_streamed_part_of_a_killed_reply(tmp_path: Path, how: str) -> None:
+    """What a killed reply had streamed is in the store; the audit log gets it too: from the next wisp
+    (after kill -9, whose process wrote nothing more), or from wisp itself (SIGTERM stops the turn)."""
+    words = [f"a{k:03d} " for k in range(WORDS)]
+    full = "".join(words)
+    home = tmp_path / how
+    with FakeOpenAI([trickled(words, EVERY_S), reply("the next answer")]) as srv:
+        db = configure(home, srv.base_url, **{"model.provider": "openai", "model.name": "wisp-fake"})
+        proc = subprocess.Popen([WISP, "ask", "a slow one"], cwd=home, env=environment(home),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        out = Output(proc.stdout)
+        reached = out.wait_for(lambda text: len(text) >= len(full) // 2)  # about 1.8 s in: a batch was written
+        proc.send_signal(getattr(signal, how))
+        proc.wait(timeout=30)
+        out.finish()
+        assert reached, out.text()[-300:]
+        after = subprocess.run([WISP, "ask", "--continue", "go on"], cwd=home, env=environment(home),
+                               capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    assert "the next answer" in after.stdout
+
+    async def stored():
+        async with await open_store(db) as store:
+            conv = (await store.list_conversations())[0]
+            turn = (await store.turns(conv.id))[0]
+            return turn, [e for e in await store.entries(conv.id, turn.id) if e.kind == "reply"]
+    turn, replies = asyncio.run(stored())
+    assert turn.state == "stopped" and len(replies) == 1
+    kept = replies[0]
+    assert kept.content and full.startswith(kept.content) and kept.meta.get("partial"), kept
+    events = [e for e in AuditLog(home / "data" / "audit").iter_events() if e["turn"] == turn.number]
+    responses = [e for e in events if e["kind"] == "response"]
+    print(f"\n{how}: shown {len(out.text())} chars, stored {len(kept.content)}, audited "
+          f"{[len(e['payload']['content']) for e in responses]}; turn 1's audit events: "
+          f"{[e['kind'] for e in events]}")
+    assert [e["payload"]["content"] for e in responses] == [kept.content], "the audit log lacks the reply"
+    assert responses[0]["entry"] == kept.number and responses[0]["payload"]["meta"]["partial"] is True
+    assert kept.audit_event_id == responses[0]["id"]  # the entry names its audit event, as any other does
+    assert [e["payload"]["state"] for e in events if e["kind"] == "turn.ended"] == ["stopped"]
+    if how == "SIGKILL":
+        assert responses[0]["payload"]["meta"]["reason"] == "exited" and responses[0]["payload"]["recovered"]
 
 
 # --- two `wisp ask --continue` at the same instant ----------------------------------------------------------

@@ -437,8 +437,8 @@ async def test_recover_open_turns_after_a_crash(tmp_path):
 
     s = await Store.open(path)
     try:
-        running = await s.begin_turn(c.id)  # this store's own, still running
         assert await s.recover_open_turns() == [crashed.id]
+        running = await s.begin_turn(c.id)  # this store's own, still running
         t = await s.turn_by_id(crashed.id)
         assert (t.state, t.error) == ("stopped", RECOVERED_ERROR) and t.ended_at
         assert (await s.turn_by_id(done.id)).state == "done"
@@ -463,7 +463,8 @@ async def test_recover_leaves_a_live_process_alone(store):
             await db.execute("UPDATE turns SET owner = ? WHERE id = ?", (f"{host}:{proc.pid}", live.id))
             await db.execute("UPDATE turns SET owner = ? WHERE id = ?", (f"{host}:{gone.pid}", dead.id))
             await db.execute("UPDATE turns SET owner = 'elsewhere:1' WHERE id = ?", (other_host.id,))
-        store._running.clear()  # as if begun by another store
+        store._running.clear()  # as if begun by another store, since closed
+        store._live_here.clear()
         assert sorted(await store.recover_open_turns()) == sorted([dead.id, other_host.id])
         assert (await store.turn_by_id(live.id)).state == "open"
     finally:

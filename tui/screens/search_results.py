@@ -3,7 +3,9 @@
 The hits are the ``data`` of the ``/search`` result (SQLite FTS5, read by
 the core: prompts, replies, tool calls and outputs, earlier versions marked);
 picking one answers its turn and kind as ``"TURN:KIND"`` (an earlier
-version's hit jumps to the turn that asked it again).
+version's hit jumps to the turn that asked it again). Each hit's item is
+named by its entry, so a hit of an earlier version and one of the current
+version of the same turn are two items.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ class SearchResultsScreen(PickerScreen):
         for h in hits:
             snippet = str(h.get("snippet") or "").replace("**", "")
             old = "" if h.get("current", True) else f", an earlier version (turn {h.get('superseded_by')} asked it again)"
-            items.append(PickItem(f"{jump_turn(h)}:{h.get('kind')}",
-                                  f"turn {h.get('turn')}{old} ({hit_who(h)}): {snippet}", snippet))
+            # one id per hit: its entry (an earlier version's hit and the current one jump to the same turn)
+            items.append(PickItem(f"{h.get('entry')}:{h.get('turn')}:{h.get('kind')}:{'now' if h.get('current', True) else 'old'}",
+                                  f"turn {h.get('turn')}{old} ({hit_who(h)}): {snippet}", snippet,
+                                  value=f"{jump_turn(h)}:{h.get('kind')}"))
         super().__init__(f"{len(hits)} hits for {text!r} in this conversation, newest first", items,
                          hint="Enter jumps to it · Esc closes · type to narrow")
