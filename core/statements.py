@@ -61,6 +61,54 @@ def sentences(text: str) -> list[str]:
     return [" ".join(s.split()) for s in _SPLIT.split(text or "") if s.strip()]
 
 
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Where each of :func:`sentences`'s sentences lies in ``text``: ``(start, end)`` character offsets."""
+    spans, at = [], 0
+    for m in [*_SPLIT.finditer(text), None]:
+        end = m.start() if m else len(text)
+        if text[at:end].strip():
+            spans.append((at, end))
+        at = m.end() if m else at
+    return spans
+
+
+#: A quotation mark that opens a passage (at the start, or after a space, a colon or a bracket) and one
+#: that closes it (before the end, a space or punctuation); an apostrophe inside a word (``file's``) is neither.
+_QUOTE_OPEN = re.compile(r"(?:^|(?<=[\s:(\[—-]))[\"“'‘](?=\S)")
+_QUOTE_CLOSE = re.compile(r"(?<=\S)[\"”'’](?=$|[\s.,;:!?)\]—-])")
+_CLOSER = {'"': '"”', "“": "”\"", "'": "'’", "‘": "’'"}
+#: A quoted span of at least this many words is a passage the person works on, not words they state.
+PASSAGE_WORDS = 15
+
+
+def _marks_own_words(sentence: str, at: int, passages: list[tuple[int, int]]) -> bool:
+    """Whether the words of ``sentence`` (at offset ``at`` of its text) outside the quoted ``passages``
+    ask for the quote to be kept or say it was decided (``Remember: "…"``, ``We agreed on this: "…"``)."""
+    own = "".join(ch for i, ch in enumerate(sentence, at) if not any(a <= i < b for a, b in passages))
+    return bool(REMEMBER.search(own) or DECIDED.search(own) or CORRECTION.search(own))
+
+
+def quoted_passages(text: str) -> list[tuple[int, int]]:
+    """The passages ``text`` quotes: ``(start, end)`` character offsets of
+    each span between a quotation mark that opens and the next one of its
+    kind that closes, of at least :data:`PASSAGE_WORDS` words (a draft to
+    edit, a colleague's paragraph; a short quote such as a name or a value
+    is not one). Pure; never raises."""
+    out: list[tuple[int, int]] = []
+    at = 0
+    while True:
+        opened = _QUOTE_OPEN.search(text, at)
+        if opened is None:
+            return out
+        closers = _CLOSER[opened.group()]
+        close = next((m for m in _QUOTE_CLOSE.finditer(text, opened.end()) if m.group() in closers), None)
+        if close is None:
+            return out
+        if len(text[opened.end():close.start()].split()) >= PASSAGE_WORDS:
+            out.append((opened.start(), close.end()))
+        at = close.end()
+
+
 def statements(text: str, *, limit: int = 240) -> list[str]:
     """The sentences of ``text`` that decide, prefer or name something
     (:data:`DECISION`, :data:`NAMING`), whitespace collapsed, each cut to
@@ -176,7 +224,9 @@ def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
     facts about the work ("The service listens on port 8437."), names,
     constraints, preferences, "remember that …" and decisions (not only
     "we decided"). Questions, and requests that state nothing by themselves
-    ("Read the config."), are left out, and so are sentences of prose longer
+    ("Read the config."), are left out, and so are sentences mostly inside a
+    passage the person quotes (:func:`quoted_passages`: a draft to edit is
+    not what they state), sentences of prose longer
     than :data:`MAX_STATEMENT_WORDS` words or with a word longer than
     :data:`MAX_WORD_CHARS` characters (a paste), and lines of output pasted
     with the person's words (a log line, a config line: :func:`_is_prose`).
@@ -199,7 +249,14 @@ def person_statements(text: str, *, limit: int = STATEMENT_CHARS) -> list[str]:
         text = text[:half] + "\n" + text[-half:]
     out: list[str] = []
     lowered = text
-    for s in sentences(text):
+    passages = quoted_passages(text)
+    for start, end in _sentence_spans(text):
+        # a sentence mostly inside a quoted passage is the text the person works on (a draft, a colleague's
+        # words), not what they state: the turn keeps it, and the search finds it
+        inside = sum(max(0, min(end, b) - max(start, a)) for a, b in passages)
+        if inside * 2 >= end - start and not _marks_own_words(text[start:end], start, passages):
+            continue
+        s = " ".join(text[start:end].split())
         words = s.split()
         if len(s) < MIN_CHARS or len(words) > MAX_STATEMENT_WORDS or any(len(w) > MAX_WORD_CHARS for w in words):
             continue

@@ -168,3 +168,33 @@ def test_a_version_names_every_turn_it_had_no_room_to_list() -> None:
     from wisp.core.context.summariser import _turns_in
 
     assert listed | _turns_in(gone) == set(range(1, 16)) and 15 in listed
+
+
+def test_a_passage_the_person_quotes_to_edit_is_not_what_they_state() -> None:
+    """A draft paragraph pasted in quotes for editing held values ('forty thousand files', 'eleven
+    seconds') that counted as sure statements and, pasted twice, pushed the manager's name stated in
+    passing out of the eval's 1,024-token window; a short quote (a value, a name) still counts."""
+    draft = ("Here is the next paragraph of the draft: 'The manifest cache keeps the last manifest of every "
+             "folder in memory, so a plan no longer reads every file's hash from disk. On a folder of forty "
+             "thousand files this takes the plan from eleven seconds to under one.' Make it shorter.")
+    assert person_statements(draft) == []
+    # a quote the person asks to keep is theirs
+    rule = ('Remember this: "the staging database listens on port 6544 from now on, since the old port '
+            'clashed with the metrics exporter on every machine"')
+    assert person_statements(rule) == [rule]
+    said = 'The owner said "use port 8437" and we agreed. Oh, and my manager, Ilse Varga, signs off.'
+    assert person_statements(said) == ['The owner said "use port 8437" and we agreed.',
+                                       "Oh, and my manager, Ilse Varga, signs off."]
+    # an apostrophe inside a word opens nothing: the person's own sentence after it is theirs
+    assert person_statements("The file's owner is Aiko. It's 'done' now, we decided to ship on 3 May.") == [
+        "The file's owner is Aiko.", "It's 'done' now, we decided to ship on 3 May."]
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab '\"“”‘’.:\n")), max_size=200))
+def test_quoted_passages_lie_inside_the_text_in_order(text: str) -> None:
+    from wisp.core.statements import PASSAGE_WORDS, quoted_passages
+
+    spans = quoted_passages(text)
+    assert all(0 <= a < b <= len(text) for a, b in spans)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:]))
+    assert all(len(text[a + 1:b - 1].split()) >= PASSAGE_WORDS for a, b in spans)
