@@ -22,7 +22,10 @@ unchanged start of the last prompt) serves all but the newest part:
 
 Layers 1 and 3 share the one system message (several system messages, or
 one after a user message, are rejected by some chat templates); each is a
-section of it and is counted on its own. Layers 6 and 7 change whenever a
+section of it and is counted on its own. Where the tool protocol writes the
+tools into that message, they go between the two (the message's
+:data:`~wisp.core.messages.TOOLS_AT` key), so a new summary leaves the
+tools cached. Layers 6 and 7 change whenever a
 fact does, so they go at the end of the current turn's prompt message,
 after the person's words (:func:`context_message`, :func:`with_context`;
 a message of their own only when there is no current turn): a facts
@@ -55,6 +58,7 @@ from typing import Any, Callable
 from .facts import Fact, FactBook
 from .summary import STATEMENTS_SHARE, SummaryBook, SummaryVersion, summary_layer_text, turn_ranges, turns_named
 from .task import task_visible
+from ..messages import TOOLS_AT
 from ..tokens import MESSAGE_OVERHEAD, chars_per_token, estimate_messages, estimate_tokens
 from .references import reference_text
 from .render_cache import RenderCache, TurnRender, render
@@ -568,7 +572,13 @@ def build(inp: ComposeInputs) -> ComposedContext:
             must_leave.append(s.number)
             over -= s.tokens
     tail = with_context(near_message, current_msgs)
-    messages = [{"role": "system", "content": system_content}, *older_msgs, *recent_msgs, *tail]
+    system: dict[str, Any] = {"role": "system", "content": system_content}
+    prefix = "\n\n".join(t for _, t in sections[:2] if t)
+    if summary_text and prefix:
+        # where a protocol that writes the tools into the system message puts them: after the rules and
+        # instructions, before the summary, so a new summary leaves the tools as the server cached them
+        system[TOOLS_AT] = len(prefix)
+    messages = [system, *older_msgs, *recent_msgs, *tail]
     estimated += estimate_messages(messages[:1]) + (estimate_messages(tail) if tail else 0)
     # the tools as the model reads them (the schemas' JSON, or the prompted protocol's text and examples),
     # as the tools layer counts them: the calibration's sample is the server's count over this estimate
@@ -580,7 +590,7 @@ def build(inp: ComposeInputs) -> ComposedContext:
         summary=inp.summary, task=task, facts=list(inp.facts), turn=inp.turn, window_source=inp.window_source,
         model=inp.model, calibration_samples=inp.calibration_samples, flags=inp.flags, estimated=estimated,
         cut=cut, recent_turns=recent_n, reserve_asked=inp.reserve if inp.reserve > reserve else None,
-        turn_room=turn_room, prefix="\n\n".join(t for _, t in sections[:2] if t),
+        turn_room=turn_room, prefix=prefix,
     )
 
 

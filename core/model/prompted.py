@@ -46,6 +46,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Union
 
+from ..messages import TOOLS_AT
 from .thinking import after_tag
 
 OPEN_TAG = "<tool_call>"
@@ -233,7 +234,11 @@ def to_prompted_messages(messages: list[dict[str, Any]],
     it answers. With ``schemas`` (OpenAI's function shape), the tool layer is
     added: :func:`render_tools`' text at the end of the first system message
     (or as a system message of its own at the start when there is none), and
-    :func:`example_messages` right after it, before the conversation. The
+    :func:`example_messages` right after it, before the conversation. A
+    system message whose :data:`TOOLS_AT` key gives a character offset of its
+    content gets the tool text there instead (the composer marks where its
+    running summary begins: the summary changes, the tools do not, and a
+    server's prompt cache keeps only an unchanged start). The
     result has no ``tool_calls`` and no ``tool`` role; the input is not
     changed.
     """
@@ -261,7 +266,12 @@ def to_prompted_messages(messages: list[dict[str, Any]],
     at = 0
     if out and out[0]["role"] == "system":
         first = out[0]
-        first["content"] = (first["content"] + "\n\n" + tool_text) if first["content"] else tool_text
+        split = messages[0].get(TOOLS_AT) if messages and messages[0].get("role") == "system" else None
+        text = first["content"]
+        if isinstance(split, int) and 0 < split < len(text):
+            first["content"] = text[:split].rstrip("\n") + "\n\n" + tool_text + "\n\n" + text[split:].lstrip("\n")
+        else:
+            first["content"] = (text + "\n\n" + tool_text) if text else tool_text
         at = 1
     else:
         out.insert(0, {"role": "system", "content": tool_text})

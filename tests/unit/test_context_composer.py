@@ -459,3 +459,21 @@ def test_the_summary_layer_gives_way_in_order_and_keeps_the_newest_statements() 
     assert re.search(r"\(\d+ older statements not shown for room, in entry \d+(, entry \d+)*(, …)?; a search of the "
                      r"conversation finds them\)", layer.text), layer.text
     assert "docs/p59.md: entry 259" in layer.text  # the newest outputs by their entries
+
+
+def test_a_new_summary_leaves_the_rules_and_the_tools_as_the_server_cached_them() -> None:
+    """Under the prompted protocol the tools are written into the system message: between the rules (and
+    the project's instructions) and the running summary, so the unchanged start a server's cache keeps
+    reaches through the tools when a summary is written or replaced."""
+    from wisp.core.model.prompted import render_tools, to_prompted_messages
+
+    nums = Numbers()
+    t2 = turn_with_read(nums, "q2", "short", "a2")
+    current = (3, [nums.entry("prompt", "q3")])
+    before = build(inputs(instructions="Use tabs.", ended=[(2, t2)], current=current, turn=3))
+    after = build(inputs(instructions="Use tabs.", summary=SummaryVersion(1, 1, "A NEW SUMMARY", (1,)),
+                         ended=[(2, t2)], current=current, turn=3))
+    sent = [to_prompted_messages(c.messages, c.tools)[0]["content"] for c in (before, after)]
+    head = after.prefix + "\n\n" + render_tools(after.tools)
+    assert sent[0].startswith(head) and sent[1].startswith(head + "\n\nRunning summary of turns 1")
+    assert "A NEW SUMMARY" in sent[1] and sent[1].index("A NEW SUMMARY") > sent[1].index(render_tools(after.tools))

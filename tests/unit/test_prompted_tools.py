@@ -89,6 +89,26 @@ def test_to_prompted_messages_turns_calls_and_results_into_text() -> None:
     assert bare[0]["role"] == "system" and bare[0]["content"].startswith("# Tools") and bare[-1]["content"] == "hi"
 
 
+
+def test_the_tools_go_where_the_system_message_says_before_the_summary() -> None:
+    """A new running summary changed the system message before the tool text, and the embedded server
+    (its cache keeps an unchanged start) evaluated the tools again: 4,473 tokens after SmolLM2's first
+    summary, where 102 were cached."""
+    from wisp.core.messages import TOOLS_AT
+
+    tools = render_tools([READ_FILE])
+    first = to_prompted_messages([{"role": "system", "content": "RULES\n\nSUMMARY ONE", TOOLS_AT: 5},
+                                  {"role": "user", "content": "hi"}], [READ_FILE])
+    later = to_prompted_messages([{"role": "system", "content": "RULES\n\nSUMMARY TWO, longer", TOOLS_AT: 5},
+                                  {"role": "user", "content": "hi"}], [READ_FILE])
+    assert first[0] == {"role": "system", "content": f"RULES\n\n{tools}\n\nSUMMARY ONE"}
+    assert later[0]["content"].startswith(f"RULES\n\n{tools}\n\nSUMMARY TWO")
+    # an offset that is not inside the content, or none, puts the tools at its end
+    for bad in (0, 99, "5", None):
+        out = to_prompted_messages([{"role": "system", "content": "RULES", TOOLS_AT: bad}], [READ_FILE])
+        assert out[0] == {"role": "system", "content": f"RULES\n\n{tools}"}
+
+
 # --- parsing ---------------------------------------------------------------
 
 
