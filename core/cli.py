@@ -654,8 +654,10 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                     print(f"wisp: {notice}", file=sys.stderr)
             elif isinstance(item, ev.Notice):
                 if item.key is not None and item.key in shown_keys:
-                    if item.key == "wait" and "answers again" in item.text:  # the embedded server's restart:
-                        last_of_key[item.key] = item.text  # a line as it begins, one with its seconds at its end
+                    if (item.key == "wait" and "answers again" in item.text) or item.key == "summary-writing":
+                        # the embedded server's restart, a running summary: a line as it begins, one with its
+                        # seconds at its end
+                        last_of_key[item.key] = item.text
                     continue  # no line a second for a changing state (the wait for a loading model)
                 if item.key is not None:
                     shown_keys.add(item.key)

@@ -26,8 +26,10 @@ is read from a :class:`ModelState`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
@@ -43,6 +45,21 @@ from .summary import SummaryVersion, turn_ranges, turns_named
 from .turns import ToolFlags
 from .usage import UsageBook
 from .workspace import current_branch
+
+#: How often the notice of a running summary being written gives its seconds (a small model takes
+#: half a minute or more on two cores; a person should see that it is still working).
+SUMMARY_TICK_S = 1.0
+
+
+async def _tick_seconds(line: str, progress: Callable[[ev.AgentEvent], None]) -> None:
+    """Until cancelled: every :data:`SUMMARY_TICK_S` seconds, the summary's
+    notice again (its key: one line that changes) with the seconds so far."""
+    started = time.monotonic()
+    while True:
+        await asyncio.sleep(SUMMARY_TICK_S)
+        progress(ev.Notice(f"{line}: {time.monotonic() - started:.0f} s so far.", key="summary-writing",
+                           transient=True))
+
 
 if TYPE_CHECKING:
     from .bookkeeping import FactDistiller, SideCost, TaskAssessor
@@ -272,12 +289,18 @@ class ContextManager:
                         "references")
         if ctx.must_leave:
             # fitting step 2: the running summary takes over old turns
+            ticking = None
             if progress is not None:
                 writing = self.summariser.plan(ctx)
-                progress(ev.Notice(f"Writing the running summary of {turns_named(writing)}, so that "
-                                   "they can leave the model's window; the reply starts after it.",
-                                   key="summary-writing", transient=True))
-            more, ctx = await self._summarise(inputs, ctx, turn)
+                line = (f"Writing the running summary of {turns_named(writing)}, so that they can leave the "
+                        "model's window; the reply starts after it")
+                progress(ev.Notice(line + ".", key="summary-writing", transient=True))
+                ticking = asyncio.ensure_future(_tick_seconds(line, progress))
+            try:
+                more, ctx = await self._summarise(inputs, ctx, turn)
+            finally:
+                if ticking is not None:
+                    ticking.cancel()
             events += more
         if ctx.over_budget and inputs.current is not None:
             # fitting step 3 for the rest: the turns that could leave have left (or no summary could be

@@ -379,9 +379,14 @@ async def test_project_instructions_get_their_layer(wisp_home: Path, srv, tmp_pa
         assert ctx.layer("instructions").tokens > 0 and "AGENTS.md" in ctx.layer("instructions").text
 
 
-async def test_while_the_running_summary_is_written_the_turn_says_so(wisp_home: Path, srv, tmp_path: Path) -> None:
+async def test_while_the_running_summary_is_written_the_turn_says_so(wisp_home: Path, srv, tmp_path: Path,
+                                                                      monkeypatch) -> None:
     """Found by a new user: minutes of 'streaming' with no sign while the model wrote the summary.
-    The notice comes before the side call ends (the side call here waits until it has been seen)."""
+    The notice comes before the side call ends, and gives its seconds while it works (the side call
+    here waits until a notice with its seconds has been seen)."""
+    from wisp.core.context import manager
+
+    monkeypatch.setattr(manager, "SUMMARY_TICK_S", 0.05)
     seen = asyncio.Event()
 
     class Waiting(SummarisingSideCall):
@@ -398,12 +403,15 @@ async def test_while_the_running_summary_is_written_the_turn_says_so(wisp_home: 
             async for e in s.run_turn(f"question {n} about src/mod{n}.py " + "padding " * 20):
                 if isinstance(e, ev.Notice) and e.key == "summary-writing":
                     writing.append(e)
-                    seen.set()
+                    if "s so far." in e.text:
+                        seen.set()
                 if isinstance(e, ev.SummaryChanged):
                     changed.append(e)
             if writing:
                 break
     assert writing and writing[0].transient and "running summary of turns" in writing[0].text
+    assert writing[-1].text.startswith(writing[0].text[:-1] + ": ") and writing[-1].text.endswith(" s so far.")
+    assert all(w.key == "summary-writing" and w.transient for w in writing)
     # it names the turns the summary then takes over (a new user saw "turns 13–22" then "turns 1–19")
     from wisp.core.context.summary import turn_ranges
 
