@@ -241,8 +241,9 @@ def test_model_picker(snap_compare, fixed_place: FixedPlace) -> None:
 def test_retried_reply(snap_compare, fixed_place: FixedPlace) -> None:
     """``/retry``: the new reply shown, the bar under it says version 2 of 2 and how to see the first (issue 16)."""
     with FakeOllama(port=fixed_place.port) as srv:
-        srv.push(reply(text("The capital of France is **Lyon**.")),
-                 reply(text("The capital of France is **Paris**.")))
+        # the server counts the prompt as sent (a count far below wisp's estimate is a warning of its own)
+        srv.push(reply(text("The capital of France is **Lyon**."), usage=(520, 9)),
+                 reply(text("The capital of France is **Paris**."), usage=(520, 9)))
         app = WispApp(SessionOptions(workdir=fixed_place.workdir))
 
         async def steps(pilot: Any) -> None:
