@@ -51,6 +51,8 @@ EXIT_USAGE = 2
 EXIT_ENDPOINT = 3
 #: ``wisp ask``: the conversation has a turn running in another wisp (nothing was sent; try again later).
 EXIT_BUSY = 4
+#: ``wisp ask`` whose output's reader left mid-turn (128 + SIGPIPE, as a shell shows a process a closed pipe ended).
+EXIT_PIPE = 141
 
 
 class UsageError(Exception):
@@ -604,74 +606,82 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                 mid_line = False
             print(line, file=sys.stderr)
 
-        async for item in session.run_turn(prompt, supersedes=supersedes):
-            if args.json:
-                out.write(json.dumps(ev.event_to_dict(item), ensure_ascii=False) + "\n")
-                out.flush()
-                if isinstance(item, ev.Error):
+        turns = session.run_turn(prompt, supersedes=supersedes)
+        try:
+            async for item in turns:
+                if args.json:
+                    out.write(json.dumps(ev.event_to_dict(item), ensure_ascii=False) + "\n")
+                    out.flush()
+                    if isinstance(item, ev.Error):
+                        print(f"wisp: error: {item.message}", file=sys.stderr)
+                        code = EXIT_BUSY if item.kind == "busy" else EXIT_ENDPOINT
+                    continue
+                if last_of_key and not (isinstance(item, ev.Notice) and item.key in last_of_key):
+                    for line in last_of_key.values():
+                        to_stderr(f"wisp: {line}")
+                    last_of_key.clear()
+                if isinstance(item, ev.TextDelta):
+                    out.write(item.text)
+                    out.flush()
+                    wrote_text = True
+                    if item.text:
+                        mid_line = not item.text.endswith("\n")
+                elif isinstance(item, ev.ToolCall):
+                    to_stderr(f"[{item.name} {json.dumps(item.arguments, ensure_ascii=False)}]")
+                elif isinstance(item, ev.ToolOutput):  # a command's output as it runs
+                    sys.stderr.write(item.text)
+                    sys.stderr.flush()
+                elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
+                        == "needs_approval" and item.meta.get("mcp_server"):  # an MCP tool that acts (issue 15)
+                    print(f"wisp: not run, it needs approval: {item.meta.get('command', item.name)} (allow it with: "
+                          f"wisp config set tools.mcp.allow '[\"{item.name}\"]')", file=sys.stderr)
+                elif isinstance(item, ev.McpServerFailed):
+                    print(f"wisp: MCP server {item.server} failed: {item.message}", file=sys.stderr)
+                elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
+                        == "needs_approval":
+                    from .tools.shell import NotSimple, simple_words
+
+                    from .tools import sandbox
+
+                    command = str(item.meta.get("command", ""))
+                    notice = sandbox.approval_notice()  # commands have no sandbox here, so no allow list
+                    try:
+                        simple_words(command)
+                        how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
+                    except NotSimple as exc:  # no prefix ever allows it
+                        how = f"not a simple command: {exc.reason}; no allowed prefix covers it, run it in the TUI"
+                    if notice is not None:
+                        how = "with no sandbox here, only the TUI can allow it"
+                    print(f"wisp: not run, it needs approval: {command} ({how})", file=sys.stderr)
+                    if notice is not None and not sandbox_said:  # why, once
+                        sandbox_said = True
+                        print(f"wisp: {notice}", file=sys.stderr)
+                elif isinstance(item, ev.Notice):
+                    if item.key is not None and item.key in shown_keys:
+                        if (item.key == "wait" and "answers again" in item.text) or item.key == "summary-writing":
+                            # the embedded server's restart, a running summary: a line as it begins, one with its
+                            # seconds at its end
+                            last_of_key[item.key] = item.text
+                        continue  # no line a second for a changing state (the wait for a loading model)
+                    if item.key is not None:
+                        shown_keys.add(item.key)
+                    to_stderr(f"wisp: {item.text}")
+                elif isinstance(item, ev.Error):
+                    if wrote_text:
+                        out.write("\n")
+                        out.flush()
                     print(f"wisp: error: {item.message}", file=sys.stderr)
                     code = EXIT_BUSY if item.kind == "busy" else EXIT_ENDPOINT
-                continue
-            if last_of_key and not (isinstance(item, ev.Notice) and item.key in last_of_key):
-                for line in last_of_key.values():
-                    to_stderr(f"wisp: {line}")
-                last_of_key.clear()
-            if isinstance(item, ev.TextDelta):
-                out.write(item.text)
-                out.flush()
-                wrote_text = True
-                if item.text:
-                    mid_line = not item.text.endswith("\n")
-            elif isinstance(item, ev.ToolCall):
-                to_stderr(f"[{item.name} {json.dumps(item.arguments, ensure_ascii=False)}]")
-            elif isinstance(item, ev.ToolOutput):  # a command's output as it runs
-                sys.stderr.write(item.text)
-                sys.stderr.flush()
-            elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
-                    == "needs_approval" and item.meta.get("mcp_server"):  # an MCP tool that acts (issue 15)
-                print(f"wisp: not run, it needs approval: {item.meta.get('command', item.name)} (allow it with: "
-                      f"wisp config set tools.mcp.allow '[\"{item.name}\"]')", file=sys.stderr)
-            elif isinstance(item, ev.McpServerFailed):
-                print(f"wisp: MCP server {item.server} failed: {item.message}", file=sys.stderr)
-            elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
-                    == "needs_approval":
-                from .tools.shell import NotSimple, simple_words
-
-                from .tools import sandbox
-
-                command = str(item.meta.get("command", ""))
-                notice = sandbox.approval_notice()  # commands have no sandbox here, so no allow list
-                try:
-                    simple_words(command)
-                    how = "allow a prefix with: wisp config set tools.run_command.allow '[\"PREFIX\"]'"
-                except NotSimple as exc:  # no prefix ever allows it
-                    how = f"not a simple command: {exc.reason}; no allowed prefix covers it, run it in the TUI"
-                if notice is not None:
-                    how = "with no sandbox here, only the TUI can allow it"
-                print(f"wisp: not run, it needs approval: {command} ({how})", file=sys.stderr)
-                if notice is not None and not sandbox_said:  # why, once
-                    sandbox_said = True
-                    print(f"wisp: {notice}", file=sys.stderr)
-            elif isinstance(item, ev.Notice):
-                if item.key is not None and item.key in shown_keys:
-                    if (item.key == "wait" and "answers again" in item.text) or item.key == "summary-writing":
-                        # the embedded server's restart, a running summary: a line as it begins, one with its
-                        # seconds at its end
-                        last_of_key[item.key] = item.text
-                    continue  # no line a second for a changing state (the wait for a loading model)
-                if item.key is not None:
-                    shown_keys.add(item.key)
-                to_stderr(f"wisp: {item.text}")
-            elif isinstance(item, ev.Error):
-                if wrote_text:
-                    out.write("\n")
-                    out.flush()
-                print(f"wisp: error: {item.message}", file=sys.stderr)
-                code = EXIT_BUSY if item.kind == "busy" else EXIT_ENDPOINT
-            elif isinstance(item, ev.TurnEnded) and item.state != "error":
-                if wrote_text:
-                    out.write("\n")
-                    out.flush()
+                elif isinstance(item, ev.TurnEnded) and item.state != "error":
+                    if wrote_text:
+                        out.write("\n")
+                        out.flush()
+        except BrokenPipeError:  # `wisp ask … | head`: the reader left before the turn ended
+            await turns.aclose()  # the turn ends stopped, what was said kept, as on Ctrl+C
+            _silence_stdout()
+            print("wisp: the output's reader left (a closed pipe) before wisp had written it all; the turn is "
+                  "kept as far as it went, and `wisp ask --continue` goes on from it.", file=sys.stderr)
+            return EXIT_PIPE
         return code
 
 

@@ -313,6 +313,14 @@ class Session:
     def endpoint(self) -> Any:
         return self.link.endpoint
 
+    async def settle_open_turns(self) -> list[int]:
+        """Stop the turns another wisp left open when its process died (a
+        ``wisp ask`` whose pipe was closed, ``kill -9``), keeping and auditing
+        what they had streamed, as a start does
+        (:func:`~wisp.core.streamed.recover_open_turns`); a live wisp's turn
+        stays open. Returns their ids. Raises what the store raises."""
+        return await recover_open_turns(self.store, self.audit)
+
     @property
     def endpoint_label(self) -> str:
         return self.link.label

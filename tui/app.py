@@ -712,6 +712,9 @@ class WispApp(ConversationActions, Guarded, App[int]):
         s = self.session
         if s is None or s.conversation_id is None:
             return
+        # a turn left open by a wisp that died is ended first: else it stays undrawn, and every prompt of
+        # this window is refused for the turn it never shows (a new user's `wisp ask … | head` died)
+        await s.settle_open_turns()
         count = await s.store.count_turns(s.conversation_id)
         missing = count - self._last_turn_shown
         if missing <= 0:

@@ -198,3 +198,37 @@ async def test_the_status_bar_counts_the_seconds_of_a_slow_connect(ollama_home, 
         gate.set()
         assert await connecting
         assert app.status.state == "ready"
+
+
+async def test_a_turn_left_open_by_a_wisp_that_died_is_shown_stopped_and_the_window_goes_on(
+        ollama_home, tmp_path: Path) -> None:
+    """A new user's `wisp ask --continue … | head` died mid-turn and left it open: the TUI on that
+    conversation refused every prompt for a turn it never drew ("1 turn … was added by another wisp …
+    read it, then send your prompt again"). The window ends such a turn as a start does, draws it
+    stopped, reply so far and all, and the next prompt is sent."""
+    import socket
+
+    from tests.unit.test_nothing_is_lost import dead_pid
+    from wisp.core.streamed import STREAMING
+
+    _, srv = ollama_home
+    srv.push(reply("first answer"), reply("an answer after it"))
+    app = WispApp(SessionOptions(workdir=tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        await send(pilot, app, "hello")
+        store, conv = app.session.store, app.session.conversation_id
+        turn = await store.begin_turn(conv)  # what the dead `wisp ask` had begun and streamed
+        await store.add_entry(conv, turn.id, "prompt", "thanks")
+        await store.add_entry(conv, turn.id, "reply", "You are welc", meta={STREAMING: True})
+        await store.db.execute("UPDATE turns SET owner = ? WHERE id = ?",
+                               (f"{socket.gethostname()}:{dead_pid()}", turn.id))
+        await store.db.commit()
+        store._running.discard(turn.id)
+        store._live_here.discard(turn.id)
+        await until(pilot, lambda: users(app) == ["hello", "thanks"], "the dead wisp's turn, drawn", limit=1500)
+        assert (await store.get_turn(conv, 2)).state == "stopped"
+        assert any("You are welc" in t for t in texts(app, AssistantMessage))
+        await send(pilot, app, "go on")
+        assert users(app) == ["hello", "thanks", "go on"]
+        assert any("an answer after it" in t for t in texts(app, AssistantMessage))

@@ -396,3 +396,26 @@ def test_a_prompt_has_words_when_any_character_is_not_space_or_control(noise: st
     assert not _has_words(noise)
     i = at % (len(noise) + 1)
     assert _has_words(noise[:i] + word + noise[i:])
+
+
+@pytest.mark.parametrize("json_flag", [["--json"], []])
+def test_ask_whose_reader_leaves_ends_its_turn_stopped_and_says_so(ollama_home, tmp_path: Path, json_flag) -> None:
+    """A new user's `wisp ask --continue --json … | head -20` exited 0 and left its turn open: the TUI on
+    that conversation then refused every prompt for it. Now the turn ends stopped, with what had
+    streamed, the exit is 141 (as a shell shows a process a closed pipe ended) and stderr says why."""
+    import sqlite3
+
+    home, srv = ollama_home
+    srv.push(reply(text(" ".join(f"word{i}" for i in range(20000)))))
+    wisp = " ".join([WISP, "ask", *json_flag, "hi"])
+    r = subprocess.run(["bash", "-c", f"{wisp} | head -c 100 >/dev/null; echo \"rc=${{PIPESTATUS[0]}}\" >&2"],
+                       cwd=tmp_path, env=os.environ.copy(), capture_output=True, text=True, timeout=60)
+    assert "rc=141" in r.stderr and "the output's reader left" in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    [db] = list(home.rglob("wisp.db"))
+    with sqlite3.connect(db) as conn:
+        # ended, never left open: stopped where the reader left, or done when only the last write failed
+        [(number, state)] = conn.execute("SELECT number, state FROM turns").fetchall()
+        replies = [c for (c,) in conn.execute("SELECT content FROM entries WHERE kind = 'reply'")]
+    assert number == 1 and state in ("stopped", "done"), state
+    assert all(c.startswith("word0 word1") for c in replies) and len(replies) <= 1
