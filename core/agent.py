@@ -611,7 +611,8 @@ class Agent:
                 meta["before_tool_call"] = True
             entry = await self._record(conversation, turn, "reply", text, audit_kind="response",
                                        meta=meta or None, stream=step.reply)
-            out.append(ev.ReplyRecorded(entry.number, text, cut=cut, partial=partial))
+            out.append(ev.ReplyRecorded(entry.number, text, cut=cut, partial=partial,
+                                        repeated=cut and step.repeat is not None))
         step.text.clear()
         step.thinking.clear()
         step.reply = step.thought = None

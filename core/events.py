@@ -44,14 +44,17 @@ class ReplyRecorded:
     """A reply (or the text before a tool call) was stored as entry ``entry``.
 
     ``cut`` is true when the model stopped at the output limit
-    (``done_reason``/``finish_reason`` ``length``); ``partial`` when an error
-    or a stop ended the stream early.
+    (``done_reason``/``finish_reason`` ``length``) or wisp stopped it for
+    repeating itself, and ``repeated`` then says it was the repetition
+    (:mod:`wisp.core.model.repetition`); ``partial`` when an error or a stop
+    ended the stream early.
     """
 
     entry: int
     text: str
     cut: bool = False
     partial: bool = False
+    repeated: bool = False
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,8 @@ def turn_events(turn: TurnView) -> list[ev.AgentEvent]:
             if e.content:
                 out.append(ev.TextDelta(e.content))
             out.append(ev.ReplyRecorded(e.number, e.content or "", cut=bool(meta.get("cut")),
-                                        partial=bool(meta.get("partial") or meta.get(STREAMING))))
+                                        partial=bool(meta.get("partial") or meta.get(STREAMING)),
+                                        repeated=bool(meta.get("cut") and meta.get("repeat"))))
             if meta.get("partial") and meta.get("reason"):
                 reason = str(meta["reason"])
             if isinstance(meta.get("cut_calls"), list) and meta["cut_calls"]:

@@ -30,6 +30,7 @@ __all__ = ["TurnRenderer", "MARKERS", "TOOL_STOPPED"]
 #: The marker line written beside a reply that did not end normally, by kind.
 MARKERS = {
     "cut": ("✂ cut at the output limit — not finished", "warning"),
+    "repeated": ("⟳ stopped: it repeated itself — kept up to there", "warning"),
     "stopped": ("■ stopped — the reply so far is kept", "warning"),
     "stopped-before-reply": ("■ stopped", "warning"),
     "incomplete": ("⚠ incomplete — the reply so far is kept", "warning"),
@@ -125,7 +126,7 @@ class TurnRenderer:
                 self.blocks[event.call_id].finish(event.content, event.ok, event.entry)
         elif isinstance(event, ev.ReplyRecorded):
             if self.reply is not None and event.cut:
-                await self.mark("cut")
+                await self.mark("repeated" if event.repeated else "cut")
             elif self.reply is not None and event.partial:
                 self.reply.partial = True  # why (an error, a stop) comes next
         elif isinstance(event, ev.Notice):

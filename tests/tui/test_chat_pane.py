@@ -128,6 +128,11 @@ async def test_each_marker_is_written_once_whatever_the_order_of_endings() -> No
     cut, _ = await draw(turn_events(view(1, "cut", [E(1, "prompt", "go"), E(2, "reply", "long", {"cut": True})])))
     assert [type(w).__name__ for w in cut] == ["UserMessage", "AssistantMessage", "Notice"]
     assert cut[2].text == MARKERS["cut"][0] and cut[1].cut
+    # a reply wisp stopped for repeating itself is marked so, not as cut at the limit (a new user saw
+    # "cut at the output limit" beside "The reply was stopped: its end repeated …")
+    looped, _ = await draw(turn_events(view(4, "cut", [E(1, "prompt", "go"), E(2, "reply", "la la la", {
+        "cut": True, "repeat": {"start": 0, "span": 3, "copies": 3}})])))
+    assert [w.text for w in looped if isinstance(w, Notice)] == [MARKERS["repeated"][0]]
     failed, _ = await draw(turn_events(view(2, "error", [
         E(1, "prompt", "go"), E(2, "reply", "half", {"partial": True, "reason": "disconnected"})],
         error="the server closed the connection")))

@@ -65,6 +65,7 @@ async def test_a_reply_that_ends_at_the_cap_is_kept_marked_and_names_the_key(hom
         entry = (await s.store.entries(s.conversation_id))[-1]
     assert events[-1].state == "cut"
     assert entry.kind == "reply" and entry.content == "tok " * 40 and entry.meta.get("cut") is True
+    assert [(e.cut, e.repeated) for e in events if isinstance(e, ev.ReplyRecorded)] == [(True, False)]
     [note] = [e for e in events if isinstance(e, ev.Notice) and "output limit" in e.text]
     assert "40 tokens" in note.text and "model.max_tokens" in note.text and "context.reserve" in note.text
 
@@ -86,6 +87,8 @@ async def test_a_reply_repeating_a_span_is_stopped_kept_and_marked(home, tmp_pat
     assert 600 <= len(shown) < 600 + 48 + 2 * len(LINE) + 20  # stopped within one look of the rule
     assert entry.content == shown and entry.meta["cut"] is True  # kept as it arrived
     assert entry.meta["repeat"]["span"] == len(LINE) and entry.meta["repeat"]["start"] == len("Here it is:")  # its newline is the span's last
+    [recorded] = [e for e in events if isinstance(e, ev.ReplyRecorded)]
+    assert recorded.cut and recorded.repeated  # the screen marks it as stopped for repeating, not as cut
     [note] = [e for e in events if isinstance(e, ev.Notice) and "repeated" in e.text]
     assert "model.repeat_stop_chars" in note.text and "31-character span" in note.text
     # the next request sends one copy and a line saying it repeated, not the copies
