@@ -395,6 +395,7 @@ def complete_summary(missing: dict[int, list[Item]], sources: dict[Any, Any],
         lines.extend(rows)
     if missing:
         head = ("Kept by wisp (the model's summary left these out):" if model_text and not failed else
+                "Kept by wisp (the model's summary was not used):" if dropped else
                 "Kept by wisp (the model wrote no summary of these turns):")
         rows = []
         for turn in sorted(missing):

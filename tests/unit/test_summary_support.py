@@ -133,3 +133,19 @@ def test_a_summary_object_is_read_whatever_a_small_model_wrote_in_its_strings(no
         got = read_summary(reply_text)
         assert '"summary"' not in got and '"decisions"' not in got and '"open"' not in got, got
     assert " ".join("\n".join(notes).split())[:20] in " ".join(read_summary(raw).split())
+
+
+def test_wisps_part_says_the_models_summary_was_not_used_not_that_there_was_none() -> None:
+    """A new user read "Kept by wisp (the model wrote no summary of these turns)" under "the model's
+    summary was not used: only 8 of its 20 content words occur …": the model had written one."""
+    from wisp.core.context.coverage import Item
+    from wisp.core.context.summariser import complete_summary
+
+    missing = {2: [Item("path", "src/app.py")]}
+    sources = {(2, "path:src/app.py"): 5}
+    dropped = complete_summary(missing, sources, [], model_text="", asked=['turn 2: the person asked "x"'],
+                               dropped="only 8 of its 20 content words occur in the turns")
+    assert "Written by wisp (the model's summary was not used: only 8" in dropped
+    assert "Kept by wisp (the model's summary was not used):" in dropped and "wrote no summary" not in dropped
+    none = complete_summary(missing, sources, [], model_text="", asked=['turn 2: the person asked "x"'])
+    assert "Kept by wisp (the model wrote no summary of these turns):" in none

@@ -85,7 +85,10 @@ class SummaryPanel(ContextPanel):
                 out.append(f"\n\nwritten by the model ({summary.model}):", style="bold magenta")
                 out.append("\n" + model_part)
             if summary.completion:
-                head = "completed by wisp" if summary.model else "written by wisp (the model wrote none)"
+                head = ("completed by wisp" if summary.model else
+                        "written by wisp (the model's summary was not used)"
+                        if "the model's summary was not used" in summary.completion else
+                        "written by wisp (the model wrote none)")
                 missed = summary.missed
                 if missed:
                     head += f", keeping {len(missed)} the model left out"
