@@ -184,7 +184,8 @@ let's lets maybe just still""".split())
 
 #: What machine output looks like inside a paste: a timestamp, a key=value pair, a log level, a JSON key.
 _MACHINE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{2}:\d{2}:\d{2}|\b\w+=\S|\[(?:INFO|WARN|WARNING|ERROR|DEBUG)\]|"
-                      r"\b(?:INFO|WARN|ERROR|DEBUG|TRACE)\b|\"\w+\"\s*:")  # log levels in capitals only
+                      r"\b(?:INFO|WARN|ERROR|DEBUG|TRACE)\b|\"\w+\"\s*:|"  # log levels in capitals only
+                      r"^Traceback \(most recent call last\)|^File \"[^\"]*\", line \d+")  # a Python traceback
 _PROSE_WORD = re.compile(r"^[A-Za-z][A-Za-z'’-]*[,;:.!?]?$")
 
 

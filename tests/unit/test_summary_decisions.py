@@ -146,6 +146,10 @@ def test_lines_of_a_pasted_log_are_not_the_persons_statements() -> None:
     prompt = f"Here is the deploy log:\n{log}\nThe owner of this service is Marta Quill."
     assert person_statements(prompt) == ["The owner of this service is Marta Quill."]
     assert person_statements('{"port": 8437, "host": "db-1"}\npool_size = 33') == []
+    # nor the lines of a pasted traceback (a new user's: both were kept as their statements)
+    trace = ('Traceback (most recent call last):\n  File "/tmp/proj/invoice.py", line 5, in total\n'
+             '    return sum(items)\nTypeError: unsupported operand\nThe tax rate is 21 percent.')
+    assert person_statements(trace) == ["The tax rate is 21 percent."]
     # identifiers and the word "error" in the person's own sentence are no log line
     said = "The failing test is tests/test_pay.py::test_refund_rounding, error PAY-402."
     assert person_statements(said) == [said]
