@@ -283,6 +283,8 @@ def _fallback_line(s: dict[str, Any]) -> str:
         parts.append(f"{f['retried-nothing']} still kept nothing after the stricter retry")
     if f.get("stated"):
         parts.append(f"{f['stated']} kept what the person stated, in their words (the model kept nothing twice)")
+    if f.get("stated-beside"):
+        parts.append(f"{f['stated-beside']} kept what the person stated beside the model's memories, which did not name it")
     return f"{total} batch{'es' if total != 1 else ''}: " + "; ".join(parts)
 
 

@@ -31,8 +31,11 @@ captured"):
   a decision, a correction or unfinished work (:func:`batch_statements`) is
   asked once more with a stricter prompt quoting them
   (:data:`STRICT_SCHEMA` wants at least one memory) before it counts as
-  nothing. Each batch records how it fell back (``episode_batches.fallback``),
-  which ``wisp memory status`` counts.
+  nothing. Asked twice and keeping nothing, the batch keeps what the person
+  stated, in their words. A decision, a correction or a request to remember
+  that the model's memories leave out (:func:`names_statement`) is kept
+  beside them the same way. Each batch records how it fell back
+  (``episode_batches.fallback``), which ``wisp memory status`` counts.
 - A failed batch (an endpoint error) releases its exchanges for a later
   run; a recorded batch is never processed again; with nothing new, no
   endpoint is resolved and no model call is made.
@@ -431,18 +434,60 @@ def read_memories(text: str, n: int) -> list[ParsedMemory]:
     return parse_reply(text, n)
 
 
-def batch_statements(batch: list[Candidate]) -> list[tuple[int, str, str]]:
-    """What the batch's requests state that must not be lost: ``(exchange
+def person_statements(batch: list[Candidate]) -> list[tuple[int, str, str]]:
+    """What the batch's requests state in the person's words: ``(exchange
     number, kind, sentence)`` for each decision, correction or unfinished
-    work a request states (:func:`wisp.core.statements.stated`), and for
-    each exchange that did not complete (its outcome is unfinished work)."""
-    out: list[tuple[int, str, str]] = []
-    for i, c in enumerate(batch, 1):
-        for kind, sentence in stated(c.request):
-            out.append((i, kind, sentence if len(sentence) <= 200 else sentence[:199].rstrip() + "…"))
-        if c.outcome and c.outcome != "completed":
-            out.append((i, "unfinished", f"the exchange ended {c.outcome}"))
-    return out
+    work (:func:`wisp.core.statements.stated`), a sentence cut to 200
+    characters."""
+    return [(i, kind, sentence if len(sentence) <= 200 else sentence[:199].rstrip() + "…")
+            for i, c in enumerate(batch, 1) for kind, sentence in stated(c.request)]
+
+
+def batch_statements(batch: list[Candidate]) -> list[tuple[int, str, str]]:
+    """What the batch states that must not be lost: the person's statements
+    (:func:`person_statements`), and for each exchange that did not complete
+    ``(number, "unfinished", "the exchange ended <outcome>")``."""
+    out = person_statements(batch)
+    out += [(i, "unfinished", f"the exchange ended {c.outcome}")
+            for i, c in enumerate(batch, 1) if c.outcome and c.outcome != "completed"]
+    return sorted(out, key=lambda t: t[0])
+
+
+#: The words that mark a sentence as a statement ("we decided", "please remember that") say
+#: nothing of what was stated: a memory need not repeat them to name it.
+_MARKERS = re.compile(r"\b(?:please|that|this)\b", re.IGNORECASE)
+
+
+def names_statement(sentence: str, memories: list[ParsedMemory]) -> bool:
+    """Whether ``memories`` name what ``sentence`` states: at least half of
+    the sentence's content words (:func:`wisp.core.context.support.support`,
+    leaving out the words that only mark it as a decision, a correction or
+    a request to remember) occur in the memories' summaries. A sentence of
+    no such words is named by any memory."""
+    from ..context.support import support
+    from ..statements import CORRECTION, DECISION, REMEMBER, UNFINISHED
+
+    what = sentence
+    for pattern in (DECISION, CORRECTION, UNFINISHED, REMEMBER, _MARKERS):
+        what = pattern.sub(" ", what)
+    counted = support(what, "\n".join(m.summary for m in memories))
+    return counted.words == 0 or counted.found * 2 >= counted.words
+
+
+def plainly_stated(sentence: str) -> bool:
+    """Whether ``sentence`` says in so many words that something was decided,
+    is to be remembered, or was wrong (:data:`~wisp.core.statements.DECIDED`,
+    ``REMEMBER``, ``CORRECTION``); a "should" or "always" of ordinary prose is
+    not enough to be kept beside the model's memories."""
+    from ..statements import CORRECTION, DECIDED, REMEMBER
+
+    return any(p.search(sentence) for p in (DECIDED, REMEMBER, CORRECTION))
+
+
+def stated_memories(statements: list[tuple[int, str, str]], limit: int) -> list[ParsedMemory]:
+    """At most ``limit`` memories holding ``statements`` as the person said
+    them, each linked to its exchange."""
+    return [ParsedMemory(cap_summary(f'The person said: "{sentence}"'), [i]) for i, _, sentence in statements[:limit]]
 
 
 def strict_messages(messages: list[Message], reply: str, statements: list[tuple[int, str, str]]) -> list[Message]:
@@ -610,7 +655,8 @@ class RefineReport:
     model_calls: int = 0
     errors: list[str] = field(default_factory=list)
     model: str | None = None
-    #: How many batches fell back, by how (``unstructured``, ``retried``, ``retried-nothing``).
+    #: How many batches fell back, by how (``unstructured``, ``retried``, ``retried-nothing``, ``stated``,
+    #: ``stated-beside``).
     fallbacks: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -738,9 +784,17 @@ class Refiner:
                 parsed, _ = supported_memories(parsed, batch.candidates)
                 fallback = "retried-nothing" if not parsed else ("unstructured" if unstructured else "retried")
                 if not parsed:  # asked twice, the model kept nothing: what the person stated is kept as said
-                    parsed = [ParsedMemory(cap_summary(f'The person said: "{sentence}"'), [i])
-                              for i, _, sentence in statements[:MAX_STATED_KEPT]]
+                    parsed = stated_memories(statements, MAX_STATED_KEPT)
                     fallback = "stated"
+        if parsed and fallback != "stated":
+            # the model's memories are about the exchanges, but may leave out what the person stated
+            # (SmolLM2 kept "Read docs/part80.txt and name one word in it" of a launch day decided):
+            # what no memory names is kept beside them, as said
+            missing = [s for s in person_statements(batch.candidates)
+                       if plainly_stated(s[2]) and not names_statement(s[2], parsed)]
+            if missing:
+                parsed = [*parsed, *stated_memories(missing, MAX_STATED_KEPT)]
+                fallback = fallback or "stated-beside"
         if fallback is not None:
             report.fallbacks[fallback] = report.fallbacks.get(fallback, 0) + 1
         return await record_batch(self.store, batch, self.owner, parsed, self._info.model if self._info else None,

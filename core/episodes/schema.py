@@ -34,8 +34,9 @@ trust"): ``episode_memories.unstructured`` marks a memory that is the
 model's answer as it came, which was not in the format asked for;
 ``episode_batches.fallback`` says how a batch fell back (``unstructured``,
 ``retried``: an empty answer retried with a stricter prompt, which then
-kept something, ``retried-nothing``: which still kept nothing, ``stated``: where wisp kept the person's statements), ``NULL``
-when it did not.
+kept something, ``retried-nothing``: which still kept nothing, ``stated``: where wisp
+kept the person's statements, ``stated-beside``: where it kept those that no memory of
+the model named beside them), ``NULL`` when it did not.
 
 Outcomes and states are checked in Python (:mod:`.capture`, :mod:`.refine`),
 not by SQL ``CHECK`` constraints, like the store's own tables.

@@ -384,7 +384,9 @@ def test_wisp_memory_refine_keeps_the_decision_the_chat_stated(chat: Chat) -> No
     # "at least one memory naming it" (issue 13): the two exchanges state two decisions (turn 79:
     # the launch is on Friday; turn 80: the email goes out on Thursday evening). Which one a 135M
     # model sampled at refinement's temperature 0.2 names varies from run to run (CI at 428dd6f
-    # named Thursday's); wisp's part is that a memory names a decision the exchanges state.
+    # named Thursday's; CI at d6dc5b6 named neither, only "Read docs/part80.txt and name one word in it");
+    # wisp's part is that a memory names a decision the exchanges state: what the model's memories leave
+    # out is kept beside them in the person's words.
     assert any("friday" in t.lower() or "thursday" in t.lower() for t in texts), texts
     assert status.returncode == 0 and "Fell back:" in status.stdout, status.stdout
 

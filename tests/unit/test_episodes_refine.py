@@ -512,3 +512,39 @@ async def test_a_memory_about_something_else_is_dropped_and_the_statement_kept(s
     assert report.model_calls == 2 and report.fallbacks == {"stated": 1} and len(report.memories) == 1
     status = await read_status(store.db)
     assert status["fallbacks"] == {"stated": 1}
+
+
+async def test_a_decision_no_memory_names_is_kept_beside_the_models_memories(store: Store, config: Config) -> None:
+    """SmolLM2 kept "Read docs/part80.txt and name one word in it" of exchanges that decided a launch day:
+    a memory about the exchanges, which leaves out what the person decided. The decision is kept beside
+    it, in the person's words; a memory that names it needs nothing beside it."""
+    await add_exchange(store, "We decided the website launch is on Friday. Please remember that.", "Noted.")
+    await add_exchange(store, "Read docs/part80.txt and name one word in it.", "The word is client.",
+                       requested_at="2025-03-04T14:06:00.000000Z")
+    beside = json.dumps({"memories": [{"summary": "The person asked to read docs/part80.txt and name one word "
+                                                  "in it; the word was client.", "sources": [2]}]})
+    with FakeOllama([reply(text(beside))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert report.model_calls == 1 and len(report.memories) == 2 and report.fallbacks == {"stated-beside": 1}
+    texts = [m.summary for m in (await find_memories(store.db, MemoryFilter())).memories]
+    assert any("part80" in t for t in texts)
+    assert 'The person said: "We decided the website launch is on Friday."' in texts  # one sentence each
+
+
+@pytest.mark.parametrize("summary", ["The website launch is on Friday.", "Launch day: Friday, for the website."])
+async def test_a_memory_that_names_the_decision_needs_nothing_beside_it(store: Store, config: Config,
+                                                                        summary: str) -> None:
+    await add_exchange(store, "We decided the website launch is on Friday. Please remember that.", "Noted.")
+    named = json.dumps({"memories": [{"summary": summary, "sources": [1]}]})
+    with FakeOllama([reply(text(named))]) as srv:
+        report = await Refiner(store, config, provider_for(srv)).run()
+    assert report.memories == ["MEM-000001"] and report.fallbacks == {}
+
+
+def test_names_statement_leaves_out_the_words_that_mark_a_statement() -> None:
+    from wisp.core.episodes.refine import ParsedMemory, names_statement, plainly_stated
+
+    said = "We decided the website launch is on Friday. Please remember that."
+    assert names_statement(said, [ParsedMemory("Launch on Friday.", [1])])
+    assert not names_statement(said, [ParsedMemory("We decided to remember that, please.", [1])])
+    assert plainly_stated(said) and not plainly_stated("You should always read the docs first.")
