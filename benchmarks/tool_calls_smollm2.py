@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
-from wisp.core.tools import build_registry  # noqa: E402
+from wisp.core.tools.registry import build_registry  # noqa: E402
 from wisp.core.tools.base import check_arguments  # noqa: E402
 from wisp.core.model.prompted import (  # noqa: E402
     PromptedCall, PromptedParser, to_prompted_messages, tool_grammar,

@@ -58,7 +58,7 @@ from typing import Any, Callable
 from .facts import Fact, FactBook
 from .summary import STATEMENTS_SHARE, SummaryBook, SummaryVersion, summary_layer_text, turn_ranges, turns_named
 from .task import task_visible
-from ..messages import TOOLS_AT
+from ..messages import CONTEXT_AT, CONTEXT_JOIN, TOOLS_AT
 from ..tokens import MESSAGE_OVERHEAD, chars_per_token, estimate_messages, estimate_tokens
 from .references import reference_text
 from .render_cache import RenderCache, TurnRender, render
@@ -89,8 +89,8 @@ SYSTEM_RULES = (
 #: The rule every conversation gets about the layers below the rules.
 CONTEXT_RULE = (
     "Earlier tool outputs may stand as references, such as [output of entry 7 not repeated: …]; "
-    "each one says how to see that output again. The summary below and the facts and task after the "
-    "turns are kept up to date; rely on them."
+    "each one says how to see that output again. The running summary and the facts and task that "
+    "wisp adds are kept up to date; rely on them."
 )
 #: The rule only a conversation with the memory tool gets (wisp-memory-tool.txt,
 #: "When a conversation has it"); its last sentence names the episodic verbs, which the
@@ -379,9 +379,6 @@ def task_layer_text(task: Fact | None) -> str:
 #: several local chat templates take one system message only, at the start, and reject one after the
 #: conversation has begun.
 CONTEXT_ROLE = "user"
-#: Between the person's own words and the facts and task after them, when they share the current
-#: turn's message.
-CONTEXT_JOIN = "\n\n(Kept by wisp for this turn, not the person's words:)\n"
 
 
 def context_message(facts_text: str, task_text: str) -> dict[str, Any] | None:
@@ -419,12 +416,16 @@ def with_context(near: dict[str, Any] | None, current: list[dict[str, Any]]) -> 
     the next request sends this prompt without them, and the server's cache
     (the unchanged start of the last prompt) then still holds the prompt's
     words; with the facts first, every turn evaluated the previous prompt
-    and reply again (a whole paste after a paste)."""
+    and reply again (a whole paste after a paste). The message's
+    :data:`~wisp.core.messages.CONTEXT_AT` key says where they begin, for a
+    tool protocol that places them elsewhere."""
     if near is None:
         return list(current)
     if current and current[0].get("role") == "user" and isinstance(current[0].get("content"), str):
-        return [{**current[0], "content": current[0]["content"] + CONTEXT_JOIN + near["content"]}, *current[1:]]
-    return [near, *current]
+        words = current[0]["content"]
+        return [{**current[0], "content": words + CONTEXT_JOIN + near["content"], CONTEXT_AT: len(words)},
+                *current[1:]]
+    return [{**near, CONTEXT_AT: 0}, *current]
 
 
 def build(inp: ComposeInputs) -> ComposedContext:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+from wisp.core.messages import CONTEXT_AT
 from wisp.core.context.composer import (CONTEXT_JOIN, CONTEXT_RULE, FACTS_HEADING, LAYERS, LOW_WATER, MEMORY_RULE, ComposeInputs,
                                         FactView, build)
 from wisp.core.context.facts import Fact
@@ -116,12 +117,13 @@ def test_the_next_request_starts_with_this_one_up_to_its_previous_turn() -> None
         build(inputs(facts=changed, task=fact(3, "task", "", "ship it", turn=3), summary=summary,
                      ended=[(2, t2), (3, t3)], current=(4, [nums.entry("prompt", "q4")]), turn=4)),
     ):
-        at = first.messages.index({"role": "user", "content": "q3" + CONTEXT_JOIN + first.layer("facts").text})
+        at = first.messages.index({"role": "user", "content": "q3" + CONTEXT_JOIN + first.layer("facts").text,
+                                   CONTEXT_AT: 2})
         assert later.messages[:at] == first.messages[:at]
         # the previous prompt's words stay in the cached start too: only the facts after them changed
         assert later.messages[at] == {"role": "user", "content": "q3"}
         near = "\n\n".join(t for t in (later.layer("facts").text, later.layer("task").text) if t)
-        assert later.messages[-1] == {"role": "user", "content": "q4" + CONTEXT_JOIN + near}
+        assert later.messages[-1] == {"role": "user", "content": "q4" + CONTEXT_JOIN + near, CONTEXT_AT: 2}
         # what follows the shared start is the turn that just ended, then the facts, the task and the new prompt
         ended_now = later.layer("older").messages[len(first.layer("older").messages):]
         assert ended_now[0] == {"role": "user", "content": "q3"} and ended_now[-1]["content"] == "a3"
