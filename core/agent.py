@@ -676,7 +676,7 @@ class Agent:
             else:
                 ctx = ToolContext(workdir=self.workdir, config=self.config,
                                   conversation_id=conversation, turn=turn.number,
-                                  emit=queue.put_nowait, approve=self.approver)
+                                  emit=queue.put_nowait, approve=self.approver, call_entry=entry.number)
                 task = asyncio.ensure_future(tool.run(arguments, ctx))
                 try:
                     while not task.done():

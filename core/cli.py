@@ -983,6 +983,8 @@ def _config(args: argparse.Namespace) -> int:
     elif sub == "set":
         value = config.set(args.key, args.value)
         print(f"{args.key} = {json.dumps(value)}")
+        if config.spec(args.key).applies:  # the same sentence as /config set, so the two agree
+            print(config.spec(args.key).applies)
         _running_server_note(config, args.key)
     elif sub == "unset":
         config.unset(args.key)

@@ -132,8 +132,10 @@ async def config_command(session: Any, words: list[str], rest: str) -> CommandRe
         raw = rest.split(None, 2)[2] if len(rest.split(None, 2)) == 3 else " ".join(words[2:])
         value = cfg.set(key, raw)
         model_key = key.startswith("model.")
-        return CommandResult(f"Set `{key}` = `{_format_value(value)}`. It applies from the next request"
-                             + (" (reconnecting to the endpoint)." if model_key else ".") + _server_note(cfg, key),
+        applies = cfg.spec(key).applies  # a key read only when something starts says when
+        when = f" {applies}" if applies else (" It applies from the next request"
+                                              + (" (reconnecting to the endpoint)." if model_key else "."))
+        return CommandResult(f"Set `{key}` = `{_format_value(value)}`.{when}" + _server_note(cfg, key),
                              data={key: value}, reconnect=model_key)
     if verb == "unset" and len(words) == 2:
         cfg.unset(words[1])

@@ -122,7 +122,10 @@ class KeySpec:
     - ``check``: extra validation, returning an error text or ``None``;
     - ``parse``: for an ``"object"``, validates it, raising ``ValueError``
       with a one-line message that names the key;
-    - ``help``: one line saying what the key does.
+    - ``help``: one line saying what the key does;
+    - ``applies``: when a change applies, said after setting it, for a key
+      read only when something starts (a conversation's tools are settled
+      when it is opened).
     """
 
     key: str
@@ -142,6 +145,9 @@ class KeySpec:
     #: Validation of a value typed on a command line only (``set``), not of
     #: one read from the file, which may name what this wisp does not know.
     typed_check: Callable[[Any], str | None] | None = None
+    #: When a change applies, for a key that does not apply from the next request: the
+    #: sentence ``/config set`` and ``wisp config set`` say after setting it (``""``: the next request).
+    applies: str = ""
 
     def describe_type(self) -> str:
         """The type in words, as errors name it (``"an integer (tokens)"``)."""
@@ -298,6 +304,20 @@ MIN_CONTEXT_WINDOW = 512
 MAX_CONTEXT_WINDOW = 4_194_304
 
 
+#: When a change to a conversation's tools applies: they are settled when a conversation is
+#: opened (wisp-memory-tool.txt: "it applies from the next conversation"), the same for the TUI
+#: and ``wisp ask``, and ``--continue`` or ``--resume`` opens an existing one again.
+TOOLS_APPLY = ("It applies from the next conversation (/new), and to an existing one when it is opened again "
+               "(wisp --continue, wisp ask --continue, --resume ID); a conversation open now keeps the tools "
+               "it was opened with.")
+
+#: Keys read afresh from the file each time they are read, so that a change made anywhere
+#: applies on the next use without a restart (enso-episodic-memory.txt, "Setup and controls":
+#: "Changes apply on the next turn or job invocation without a restart"): the memory
+#: settings, which a running TUI, ``wisp memory serve`` and capture each read when they need them.
+LIVE_KEYS = frozenset({"memory.timezone", "memory.enabled", "memory.workspace"})
+_NOT_READ = object()
+
 #: Every known key, in the order ``config list`` shows them.
 SCHEMA: dict[str, KeySpec] = {
     s.key: s
@@ -345,7 +365,7 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("agent.max_steps", "int", 20, minimum=1, example="20",
               help="model requests in one turn, at most"),
         _spec("tools.enabled", "list", ["read_file", "system_info"], example='["read_file","system_info"]',
-              check=_check_tool_name, help="the tools the model may call"),
+              check=_check_tool_name, help="the tools the model may call", applies=TOOLS_APPLY),
         _spec("tools.read_file.allow_outside_workdir", "bool", False, example="off",
               help="let read_file read outside the conversation's working directory"),
         _spec("tools.read_file.max_bytes", "int", 262144, minimum=1, unit="bytes", example="262144",
@@ -385,7 +405,7 @@ SCHEMA: dict[str, KeySpec] = {
         _spec("context.recent_turns", "int", 0, minimum=0, example="0",
               help="ended turns whose tool outputs stay whole instead of references"),
         _spec("context.memory", "bool", False, example="on",
-              help="give the model the memory tool"),
+              help="give the model the memory tool", applies=TOOLS_APPLY),
         _spec("context.distill", "bool", False, example="on",
               help="after a turn, one side call proposes the facts it stated (decisions, preferences, names)"),
         _spec("context.distill_tokens", "int", 1024, minimum=128, unit="tokens", example="1024",
@@ -892,6 +912,8 @@ class Config:
         self._overlay: dict[str, Any] = {}
         #: The name of the profile in use, or ``None``.
         self.profile: str | None = None
+        #: The file's signature when it was last read or written (:meth:`refresh`).
+        self._read_as: Any = _NOT_READ
         for k, v in (values or {}).items():
             self._values[k] = parse_value(k, v, from_text=False)
 
@@ -944,6 +966,7 @@ class Config:
                               key=next(iter(problems)) if len(problems) == 1 else None)
         self._values, self._kept, self._problems = values, kept, problems
         self._profiles, self._raw_profiles = profiles, raw_profiles
+        self._read_as = self._signature()
 
     @property
     def problems(self) -> list[str]:
@@ -960,6 +983,8 @@ class Config:
         unknown key, naming the closest keys.
         """
         spec = _spec_for(key)
+        if key in LIVE_KEYS:
+            self.refresh()
         if key in self._overlay:
             value = self._overlay[key]
         else:
@@ -1124,3 +1149,36 @@ class Config:
         except OSError as e:
             raise ConfigError(f"{self.path}: cannot write the config file: {e.strerror or e}",
                               path=self.path) from None
+        self._read_as = self._signature()
+
+    # -- settings read afresh -----------------------------------------------
+
+    def _signature(self) -> tuple[int, int, int, int] | None:
+        """What identifies the file's current contents without reading it
+        (modification and change times in ns, size, inode), or ``None`` when
+        there is no file."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+    def refresh(self) -> bool:
+        """Read the file again if it changed since it was last read or
+        written (another wisp, ``wisp config set`` in another terminal, an
+        edit by hand); returns whether it did. A config not loaded from its
+        file (``Config(values=…)``) is never re-read, and a file that became
+        malformed is not taken (the values read before stay), so a running
+        wisp never fails on a setting being edited. A profile in use stays
+        laid over it."""
+        if self._read_as is _NOT_READ:
+            return False
+        now = self._signature()
+        if now == self._read_as:
+            return False
+        try:
+            self._reload(strict=False)
+        except ConfigError:
+            self._read_as = now
+            return False
+        return True

@@ -12,7 +12,12 @@ once", "One path per rule"):
   one: both by :func:`~wisp.core.context.facts.outranks`, the precedence
   rule's one place;
 - a kept note is recorded as the model's proposal (method ``noted``, or
-  ``inferred`` for the distiller) when the turn ends (:meth:`ModelNotes.record`).
+  ``inferred`` for the distiller) when the turn ends (:meth:`ModelNotes.record`);
+- a kept note's result is the reference's line, ``noted: tests ci = green``;
+  the first one of a conversation adds ``(a proposal until the person keeps
+  it)``, once, which is where it helps the model (it learns that a note does
+  not outrank the person), and the facts layer marks each proposal after
+  that, so repeating it on every note would only cost tokens.
 
 It also answers the memory tool's reads of the layered context: a fact's
 history, the task, the running summary's versions.
@@ -113,6 +118,8 @@ class ModelNotes:
         # (conversation, turn) -> kept notes, in order: ("fact", subject, name, value, entries, method)
         # or ("task", value, entries, method)
         self._kept: dict[tuple[int, int | None], list[tuple]] = {}
+        # conversations whose model has been told that its notes are proposals
+        self._told: set[int] = set()
 
     def _full(self, conversation: int, turn: int | None) -> NoteOutcome | None:
         if len(self._kept.get((conversation, turn), [])) >= NOTES_PER_TURN:
@@ -140,8 +147,24 @@ class ModelNotes:
             if current.value == value:
                 return NoteOutcome(f"noted: {label} = {value} (already so, as {who_set(current)} set it)", False)
             return NoteOutcome(f"error: {who_set(current)} set {current.label}, and it stays: {current.value}", False)
+        said = await self._proposal_said(conversation)
         self._kept.setdefault((conversation, turn), []).append(("fact", subject, name, value, tuple(entries), method))
+        self._told.add(conversation)
+        if said:
+            return NoteOutcome(f"noted: {label} = {value}", True)
         return NoteOutcome(f"noted: {label} = {value} (a proposal until the person keeps it)", True)
+
+    async def _proposal_said(self, conversation: int) -> bool:
+        """Whether the model was already told, in this conversation, that its notes are
+        proposals: by an earlier note's result this session, or by a noted fact it holds
+        (the facts layer marks each proposal from then on)."""
+        if conversation in self._told or any(k[0] == conversation and v for k, v in self._kept.items()):
+            return True
+        try:
+            current = await self.facts.current(conversation)
+        except Exception:
+            return False
+        return any(f.source == "model" and f.method == "noted" for f in current)
 
     async def propose_task(self, conversation: int, turn: int | None, text: str, *, entries: Iterable[int] = (),
                            method: str = "noted") -> NoteOutcome:

@@ -125,10 +125,23 @@ async def recall_turn(store: Any, audit: Any, conversation: int, number: int) ->
     return turn, out
 
 
-async def stored_range(store: Any, conversation: int) -> str:
+async def stored_range(store: Any, conversation: int, current_turn: int | None = None) -> str:
     """What a conversation has stored, for a "nothing matches" line:
-    ``entries 1–40 and turns 1–12 are stored`` (or ``nothing is stored yet``)."""
+    ``entries 1–40 and turns 1–12 are stored`` (or ``nothing is stored yet``).
+
+    ``current_turn`` is the turn in progress when the model asks (the memory
+    tool): a turn's own entries are not stored until it ends, and the model
+    has them whole until then (wisp-memory-tool.txt, "recall"), so only the
+    entries and turns before it count. ``None`` (``/show``, between turns)
+    counts everything."""
     entries, turns = await store.stored_ranges(conversation)
+    if current_turn is not None:
+        span = await store.entry_range_before(conversation, current_turn)
+        if span is None:
+            return ("nothing is stored yet: this is the first turn, and its entries are stored when it ends; "
+                    "all of it is in view")
+        entries = span
+        turns = (turns[0], current_turn - 1) if turns is not None and turns[0] < current_turn else None
     if entries is None:
         return "nothing is stored yet"
     text = f"entries {entries[0]}–{entries[1]}"

@@ -4,7 +4,10 @@ A recalled entry's lines are shown as ``N<TAB>text``, ``N`` being the line's
 number in the stored output (:func:`wisp.core.outputs.split_stored_lines`), the
 same numbering summarise's ``L154`` cites. A line that already begins with
 its own number and a tab (read_file's output) is shown as it is, not
-numbered twice; read_file's own last line ``[end of file]`` is shown bare.
+numbered twice; read_file's own last line ``[end of file]`` is shown bare
+(``file_end``), since it is the file's end, not a line of it. Nothing else
+ends with ``[end of file]``: a reply or a command output has no file, and its
+page ends where its last line does.
 A page takes whole lines until the next would pass the budget (always at
 least one); the next page starts at the next line. A line longer than
 :data:`~.limits.MAX_LINE_CHARS` characters is shown cut, saying so. Pages
@@ -49,10 +52,11 @@ def numbered(number: int, line: str) -> str:
     return line if line.startswith(prefix) else prefix + line
 
 
-def page_lines(lines: list[str], start: int, budget_tokens: int) -> Page:
+def page_lines(lines: list[str], start: int, budget_tokens: int, *, file_end: bool = False) -> Page:
     """The page of ``lines`` (the stored text's lines) from 1-based line
     ``start`` that fits ``budget_tokens`` (each line estimated by
-    :func:`~wisp.core.tokens.estimate_tokens`). ``start`` past the end gives an empty page at the end."""
+    :func:`~wisp.core.tokens.estimate_tokens`). ``start`` past the end gives an empty page at the end.
+    ``file_end``: the lines are read_file's, whose own last line ``[end of file]`` is shown bare."""
     total = len(lines)
     start = max(1, start)
     if start > total:
@@ -64,7 +68,7 @@ def page_lines(lines: list[str], start: int, budget_tokens: int) -> Page:
     own_end = False
     while k <= total:
         line = lines[k - 1]
-        if k == total and line == EOF_MARK:
+        if file_end and k == total and line == EOF_MARK:
             shown, own_end = EOF_MARK, True
         else:
             shown = numbered(k, line)

@@ -11,7 +11,8 @@ next page or says it ended::
     [end of file]
     [end of what recall found]
 
-A page that is not the last ends ``[more: memory "recall entry 4 from line
+(``[end of file]`` is read_file's own last line; a reply or a command's
+output ends with its own last line.) A page that is not the last ends ``[more: memory "recall entry 4 from line
 60"]``. An entry's content is read from the audit event that recorded it,
 found by its byte offset (:meth:`wisp.core.audit.AuditLog.read`, through
 :mod:`wisp.core.context.recall`); when that event has rotated away, or the
@@ -34,7 +35,7 @@ from typing import Any
 
 from ..context import recall as ctx_recall
 from ..context.facts import local_time
-from .paging import EOF_MARK, page_lines, split_stored_lines
+from .paging import page_lines, split_stored_lines
 from ..context.notes import ModelNotes
 from .request import Target
 
@@ -74,8 +75,10 @@ class Recalled:
         return "both" if len(kinds) > 1 else kinds.pop()
 
 
-async def _range(store: Any, conversation: int) -> str:
-    return await ctx_recall.stored_range(store, conversation)
+async def _range(store: Any, conversation: int, current_turn: int | None = None) -> str:
+    """What is stored before ``current_turn`` (the turn in progress: its entries are not stored
+    until it ends), for a line that says nothing matched."""
+    return await ctx_recall.stored_range(store, conversation, current_turn)
 
 
 async def _earlier_entries(store: Any, conversation: int, current_turn: int | None) -> str:
@@ -92,6 +95,11 @@ async def load_entry(store: Any, audit: Any, conversation: int, number: int) -> 
     """Entry ``number`` with its content read back (audit first, else the
     store): a :class:`wisp.core.context.recall.RecalledEntry`, or ``None``."""
     return await ctx_recall.recall_entry(store, audit, conversation, number)
+
+
+def _is_file(entry: Any) -> bool:
+    """Whether ``entry`` is read_file's output, whose own last line is ``[end of file]``."""
+    return entry.kind == "tool_result" and entry.tool_name == "read_file"
 
 
 def _source_word(source: str) -> str:
@@ -122,7 +130,8 @@ async def recall_entry(store: Any, audit: Any, conversation: int, target: Target
     what = {"kind": "entry", "entry": number, "from_line": target.from_line}
     got = await load_entry(store, audit, conversation, number)
     if got is None:
-        return Recalled(f"memory: no entry {number}; {await _range(store, conversation)}", what, found=False)
+        return Recalled(f"memory: no entry {number}; {await _range(store, conversation, current_turn)}", what,
+                        found=False)
     if current_turn is not None and got.turn == current_turn and target.from_line is None:
         # in view whole; a page from a line is asked for what the request had to send cut (a marker's
         # "recall entry N from line K"), and is given
@@ -140,13 +149,13 @@ async def recall_entry(store: Any, audit: Any, conversation: int, target: Target
     if args is not None and got.entry.kind == "tool_result":
         head.append("arguments: " + json.dumps(args, ensure_ascii=False))
     fixed = sum(len(h) + 1 for h in head) + 60
-    page = page_lines(lines, start, max(1, budget_tokens - fixed // 4))
+    page = page_lines(lines, start, max(1, budget_tokens - fixed // 4), file_end=_is_file(got.entry))
     out = head + page.lines
     if page.next_line is not None:
         out.append(f'[more: memory "recall entry {number} from line {page.next_line}"]')
     else:
-        if not page.own_end:
-            out.append(EOF_MARK)
+        # a file's page ends with read_file's own [end of file] (or its next page); a reply's or a
+        # command's output ends where it does: [end of file] belongs to files
         out.append(END)
     r = Recalled("\n".join(out), what, entries=[number], next_line=page.next_line)
     r.sources.append(_source_word(got.source))
@@ -166,7 +175,8 @@ async def recall_turn(store: Any, audit: Any, conversation: int, target: Target,
         return Recalled(f"memory: turn {number} is this turn, which is in view whole; {earlier}", what, found=False)
     got = await ctx_recall.recall_turn(store, audit, conversation, number)
     if got is None:
-        return Recalled(f"memory: no turn {number}; {await _range(store, conversation)}", what, found=False)
+        return Recalled(f"memory: no turn {number}; {await _range(store, conversation, current_turn)}", what,
+                        found=False)
     turn, items = got
     items = [it for it in items if it.entry.kind not in _TURN_SKIP]
     if target.from_entry is not None:
@@ -192,7 +202,7 @@ async def recall_turn(store: Any, audit: Any, conversation: int, target: Target,
             return r
         lines = split_stored_lines(it.content)
         start = target.from_line if (k == 0 and target.from_line) else 1
-        page = page_lines(lines, start, max(1, remaining // 4))
+        page = page_lines(lines, start, max(1, remaining // 4), file_end=_is_file(e))
         out.append(header)
         out.extend(page.lines)
         used += len(header) + 1 + sum(len(x) + 1 for x in page.lines)

@@ -111,9 +111,16 @@ class RequestError(ValueError):
     line starting ``error:`` (a malformed request, with the form to write)
     or ``memory:`` (a well-formed request for nothing)."""
 
-    def __init__(self, line: str):
+    def __init__(self, line: str, *, verb: str | None = None, target: "Target | None" = None,
+                 failure: str | None = None):
+        """``verb`` and ``target``: what the request was recognisably about, when it
+        said that much (``condense entry 7`` with no question), so that its audit
+        event can name them; ``failure``: the failure in a word for the event."""
         super().__init__(line)
         self.line = line
+        self.verb = verb
+        self.target = target
+        self.failure = failure
 
 
 @dataclass(frozen=True)
@@ -373,7 +380,7 @@ def _condense_target(text: str) -> tuple[Target, str]:
         raise RequestError(_CONDENSE_FORM) from None
     question = _strip_quotes(tail.strip().lstrip(":-—,;").strip())
     if not question:
-        raise RequestError(_CONDENSE_FORM)
+        raise RequestError(_CONDENSE_FORM, verb="condense", target=target, failure="no question")
     return target, question
 
 

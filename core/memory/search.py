@@ -346,7 +346,7 @@ async def search(store: Any, audit: Any, conversation: int, target: Target, *, c
         else:
             before = " before this turn" if current_turn is not None else ""
             r.text = (f'memory: nothing in this conversation{before} holds "{asked}" (prompts, replies, tool '
-                      f"calls and outputs were searched); {await _range(store, conversation)}; a recall names "
+                      f"calls and outputs were searched); {await _range(store, conversation, current_turn)}; a recall names "
                       "entry N, turn N, task, fact NAME or summary, and other verbs are note, task, summarise, "
                       "condense and memories")
         return r

@@ -95,9 +95,12 @@ class Memory:
     def __init__(self, binding: MemoryBinding) -> None:
         self.binding = binding
 
-    async def answer(self, request: str, conversation: int | None, turn: int | None) -> MemoryAnswer:
-        """Act on ``request`` in ``conversation`` (turn ``turn``). Never
-        raises for a bad request: the answer is then one line starting
+    async def answer(self, request: str, conversation: int | None, turn: int | None, *,
+                     entry: int | None = None) -> MemoryAnswer:
+        """Act on ``request`` in ``conversation`` (turn ``turn``; ``entry`` the
+        entry that records the tool call, which a note or task names as where
+        its fact came from, so that its history has something to recall).
+        Never raises for a bad request: the answer is then one line starting
         ``error:`` (what to write) or ``memory:`` (nothing matches, and what
         there is)."""
         b = self.binding
@@ -106,12 +109,21 @@ class Memory:
                                 {"memory": "none"})
         from .request import SUBJECTS, RequestError, parse_request
 
-        ctx = _Call(conversation, turn)
+        ctx = _Call(conversation, turn, entry)
         event: dict[str, Any] = {"request": request}
         try:
             req = parse_request(request, SUBJECTS)
         except RequestError as exc:
-            event.update(action="none", failure=exc.line)
+            event.update(action=exc.verb or "none", failure=exc.failure or exc.line)
+            if exc.target is not None:
+                # a condense that names its output but asks nothing: the event names the output
+                # and that no chunk was read (wisp-memory-tool.txt, "Audit": a condense names its target)
+                what: dict[str, Any] = {"kind": exc.target.kind}
+                if exc.target.kind == "output":
+                    what["output"] = exc.target.name
+                else:
+                    what["entry"] = exc.target.number
+                event.update(target=what, chunks_read=0, chunks_failed=0)
             return self._finish(b, ctx, exc.line, event)
         event["action"] = req.verb
         try:
@@ -144,14 +156,17 @@ class Memory:
             assert req.target is not None
             return await self._recall(b, conv, ctx.turn, req.target, budget, event)
         if req.verb == "note":
-            outcome = await b.notes.note(conv, ctx.turn, req.subject or "", req.name or "", req.value or "")
+            entries = [ctx.entry] if ctx.entry is not None else []
+            outcome = await b.notes.note(conv, ctx.turn, req.subject or "", req.name or "", req.value or "",
+                                         entries=entries)
             event.update(subject=req.subject, name=req.name, value=req.value, **{"class": "model"})
             event["kept"] = outcome.kept
             if not outcome.kept:
                 event["failure"] = outcome.line
             return outcome.line
         if req.verb == "task":
-            outcome = await b.notes.propose_task(conv, ctx.turn, req.value or "")
+            outcome = await b.notes.propose_task(conv, ctx.turn, req.value or "",
+                                                 entries=[ctx.entry] if ctx.entry is not None else [])
             event["value"] = req.value
             event["kept"] = outcome.kept
             if not outcome.kept:
@@ -160,7 +175,7 @@ class Memory:
             return outcome.line
         if req.verb in ("summarise", "condense"):
             assert req.target is not None
-            return await self._read_output(b, conv, req, budget, event)
+            return await self._read_output(b, conv, req, budget, event, ctx.turn)
         return "error: write recall entry N, or note SUBJECT NAME = VALUE"
 
     async def _recall(self, b: MemoryBinding, conv: int, turn: int | None, target: Target, budget: int,
@@ -213,7 +228,7 @@ class Memory:
         return answer or "memory: episodic memory had nothing for that request"
 
     async def _read_output(self, b: MemoryBinding, conv: int, req: Request, budget: int,
-                           event: dict[str, Any]) -> str:
+                           event: dict[str, Any], turn: int | None = None) -> str:
         from ..context.recall import describe_entry, stored_range
         from . import recall as rc
         from .condense import condense
@@ -235,7 +250,7 @@ class Memory:
         got = await rc.load_entry(b.store, b.audit, conv, number)
         if got is None:
             event.update(chunks_read=0, chunks_failed=0, failure="no such entry")
-            return f"memory: no entry {number}; {await stored_range(b.store, conv)}"
+            return f"memory: no entry {number}; {await stored_range(b.store, conv, turn)}"
         event["source"] = "audit" if got.source.endswith("audit log") else "store"
         if got.source.endswith("audit log") and got.entry.audit_event_id:
             event["audit_events"] = [got.entry.audit_event_id]
@@ -265,7 +280,9 @@ class Memory:
 
 @dataclass(frozen=True)
 class _Call:
-    """Where a request is made: the conversation id and the turn number."""
+    """Where a request is made: the conversation id, the turn number and the
+    entry recording the tool call (``None`` when it is not recorded)."""
 
     conversation_id: int
     turn: int | None
+    entry: int | None = None

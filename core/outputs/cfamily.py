@@ -35,12 +35,6 @@ _DRIVER = re.compile(r"^(?P<tool>(?:\S*/)?(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+|
                      r"(?P<sev>fatal error|error|warning): (?P<msg>.*)$")
 _AFTER_DRIVER = re.compile(r"linker command failed|ld returned \d+ exit status|compilation terminated|"
                            r"errors? (?:were )?generated", re.IGNORECASE)
-_UNDEFINED = re.compile(r"^(?P<where>(?:\S*?/)?(?P<file>[^\s:/]+\.\w+)?(?::\([^)]*\))?)?:?\s*"
-                        r"(?P<msg>undefined reference to .+|multiple definition of .+|undefined symbol: .+)$")
-_LD = re.compile(r"^(?:\S*/)?(?:ld|ld\.lld|ld\.gold|lld|ld64\.lld)(?:\.exe)?: (?:error: )?(?P<msg>.+)$")
-_LD_INNER = re.compile(r"(?:\S*/)?(?:ld|ld\.lld|lld|ld\.gold): (?:error: )?(?:cannot find -l\S+|"
-                       r"library not found for -l\S+|undefined reference to .+|unable to find library .+).*$")
-_UNDEF_HEAD = re.compile(r"^Undefined symbols for architecture \S+:$")
 _MAKE = re.compile(r"^(?P<tool>(?:\S*/)?(?:g|mingw32-)?make)(?:\[\d+\])?: \*\*\* (?P<msg>.*)$")
 _MAKEFILE = re.compile(r"^(?P<path>\S*(?:[Mm]akefile|\.mk)):(?P<line>\d+): \*\*\* (?P<msg>.*)$")
 _MAKE_ROOT = re.compile(r"No rule to make target|missing separator|recipe commences before first target|"
@@ -125,44 +119,95 @@ def read_cc(doc: Doc, r: Reading) -> None:
             r.tally(i + 1, doc.lines[i].strip())
 
 
+#: A linker's own message that says why a link failed, wherever it stands on its line: after
+#: ``/usr/bin/ld: ``, ``ld.lld: error: ``, ``mold: error: ``, inside rustc's ``= note:``, or on a
+#: line of its own under the linker's ``in function`` line.
+_LINK_ROOT = re.compile(
+    r"undefined reference to|undefined symbols?:|undefined symbol\b|multiple definition of|duplicate symbols?\b|"
+    r"cannot find -l\S+|library not found for -l|framework not found|unable to find (?:library|framework)|"
+    r"cannot find [^\s:]+: No such file|cannot open (?:output )?file|unresolved external symbol|"
+    r"\bLNK(?:20\d\d|1104|1181|4\d\d\d)\b|^Undefined symbols for architecture|relocation [\w.]+ against|"
+    r"could not read symbols|file format not recognized|file not recognized|incompatible with \S+ output|"
+    r"skipping incompatible .* when searching for|error adding symbols|undefined-symbol|hidden symbol .* is referenced")
+#: What only says that a link failed, because of the lines above.
+_LINK_AFTER = re.compile(r"symbol\(s\) not found|ld returned \d+ exit status|linker command failed|"
+                         r"\bLNK1120\b|\d+ unresolved externals|running (?:gcc|clang|cc) failed|"
+                         r"linking with `[^`]+` failed")
+#: The linker's own name before its message.
+_LINKER_NAME = re.compile(r"(?:^|\s)(?:\S*/)?(?:ld|ld\.lld|ld\.gold|ld\.bfd|ld64(?:\.lld)?|lld|lld-link|mold|"
+                          r"link\.exe|rust-lld|wasm-ld)(?:-[\d.]+)?: ")
+#: A linker's line naming where a symbol was referenced (shown under the error, not counted).
+_LINK_CONTEXT = re.compile(r"^\s*(?:>>> |referenced by\b|\S*: in function [`'‘]|\S*: in \S+ [`'‘]|"
+                           r"\(maybe you meant:|\S+\.o(?:bj)?:\(|\s+\S+ in \S+\.o\b|\s+-\[.*\] in |"
+                           r"\s*\"[^\"]+\", referenced from:)")
+#: rustc's ``= note:`` before a line it quotes from the linker.
+_NOTE_PREFIX = re.compile(r"^\s*= note:\s*")
+
+
+def _link_text(line: str) -> str:
+    """A linker line as a point shows it: without rustc's ``= note:`` and the indentation."""
+    return shorten(_NOTE_PREFIX.sub("", line).strip(), 200)
+
+
 def read_linker(doc: Doc, r: Reading) -> None:
-    """Linker errors: undefined references and symbols, missing libraries, duplicates."""
-    for i in doc.lines_with("undefined reference", "multiple definition", "undefined symbol",
-                            "Undefined symbols for architecture", "cannot find -l", "library not found",
-                            "ld: ", "ld.lld: ", "symbol(s) not found"):
+    """Linker failures, by kind rather than by linker: the linker's own lines
+    that say why (undefined references and symbols, missing libraries,
+    duplicates, unresolved externals, wrong formats) are root causes, wherever
+    they stand: after ``ld:``, ``ld.lld:``, ``mold:``, MSVC's ``error
+    LNK2019``, on the line under ``in function``, or quoted inside a
+    compiler's summary (rustc's ``error: linking with `cc` failed`` and its
+    ``= note:`` lines, go's ``running gcc failed``), which is why the summary
+    is ranked after them: it says only that the link failed. The lines naming
+    where a symbol is referenced are shown under the first of them."""
+    needles = ("undefined", "multiple definition", "duplicate symbol", "cannot find", "library not found",
+               "framework not found", "unable to find", "cannot open", "unresolved external", "LNK", "relocation",
+               "could not read symbols", "not recognized", "incompatible", "error adding symbols", "hidden symbol",
+               "symbol(s) not found", "ld returned", "linker command failed", "running gcc failed",
+               "running clang failed", "running cc failed", "linking with", "ld: ", "ld.lld: ", "mold: ", "lld: ")
+    for i in doc.lines_with(*needles):
         if i + 1 in r.claimed:
             continue
-        line = doc.lines[i].strip()
-        if _UNDEF_HEAD.match(line):
-            ctx = tuple(j + 1 for j in range(i + 1, min(doc.n, i + 3)) if doc.lines[j].strip())
-            r.add(Finding(i + 1, "error", "the link", f"link error: {line}", RANK_ROOT, ctx, reader="linker"))
-            j = i + 1
-            while j < doc.n and doc.lines[j][:1].isspace():
-                r.claim(j + 1)
-                j += 1
+        line = doc.lines[i]
+        body = _NOTE_PREFIX.sub("", line).strip()
+        if not body:
             continue
-        inner = _LD_INNER.search(line)
-        if inner and not _LD.match(line):
-            # a linker's message quoted inside another tool's note (rustc: "= note: /usr/bin/ld: …")
-            r.add(Finding(i + 1, "error", "the link", f"link error: {shorten(inner.group(0), 200)}", RANK_ROOT,
-                          reader="linker"))
-            continue
-        m = _UNDEFINED.match(line)
-        if m and ("undefined" in line or "multiple definition" in line):
-            file = m.group("file") or "the link"
-            r.add(Finding(i + 1, "error", file, f"link error: {shorten(line, 200)}", RANK_ROOT, reader="linker"))
-            continue
-        m = _LD.match(line)
-        if m:
-            msg = m.group("msg")
-            if re.search(r"symbol\(s\) not found|returned \d+ exit status", msg):
-                r.add(Finding(i + 1, "error", "the link", f"link failed: {shorten(line, 200)}", RANK_AFTER,
+        named = bool(_LINKER_NAME.search(" " + body))
+        if _LINK_AFTER.search(body):
+            if named or re.search(r"collect2|clang|gcc|cc\b|link|rustc|\berror\b", body):
+                r.add(Finding(i + 1, "error", "the link", f"link failed: {shorten(body, 200)}", RANK_AFTER,
                               reader="linker"))
-            elif re.search(r"in function|: warning:|^warning", msg):
+            continue
+        if not _LINK_ROOT.search(body):
+            if named and re.search(r"\bwarning\b", body):
+                r.add(Finding(i + 1, "warning", "the link", f"link warning: {shorten(body, 200)}", reader="linker"))
+            elif named and re.search(r"in function|: in \S+ [`'‘]", body):
                 r.claim(i + 1)
-            else:
-                r.add(Finding(i + 1, "error", "the link", f"link error: {shorten(line, 200)}", RANK_ROOT,
+            elif named and re.search(r"\berror\b", body):
+                r.add(Finding(i + 1, "error", "the link", f"link error: {shorten(body, 200)}", RANK_ROOT,
                               reader="linker"))
+            continue
+        if re.search(r"\bwarning\b", body) and not re.search(r"\berror\b", body):
+            r.add(Finding(i + 1, "warning", "the link", f"link warning: {shorten(body, 200)}", reader="linker"))
+            continue
+        # the lines after it that say where (>>> referenced by, "_sym", referenced from:, in function)
+        ctx: list[int] = []
+        j = i + 1
+        while j < doc.n and j - i <= 12:
+            nxt = doc.lines[j]
+            if not nxt.strip():
+                break
+            if _LINK_CONTEXT.match(nxt) or (body.startswith("Undefined symbols") and nxt[:1].isspace()):
+                r.claim(j + 1)
+                if len(ctx) < 2:
+                    ctx.append(j + 1)
+                j += 1
+                continue
+            break
+        # the "in function" line above it says where, too
+        if i > 0 and re.search(r"in function [`'‘]|: in \S+ [`'‘]", doc.lines[i - 1]):
+            r.claim(i)
+        r.add(Finding(i + 1, "error", "the link", f"link error: {_link_text(line)}", RANK_ROOT, tuple(ctx),
+                      reader="linker"))
 
 
 def read_make(doc: Doc, r: Reading) -> None:

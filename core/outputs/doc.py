@@ -10,9 +10,12 @@ start a line), which is the numbering a recall shows, so a point's ``L154``
 and ``recall entry N from line 154`` land on the same line
 (wisp-memory-tool.txt, "summarise").
 
-For matching, each line is read without terminal colour codes and, for a
-line rewritten in place with carriage returns (progress bars), as its last
-state. The numbering is never changed by this.
+For matching, each line is read without terminal colour codes, for a
+line rewritten in place with carriage returns (progress bars) as its last
+state, and as its program produced it (:mod:`.prefixes`: wisp's own
+trailer lines blank, read_file's numbers and per-line prefixes such as
+BuildKit's ``#12 3.456`` or a process manager's ``web.1 | `` taken off).
+The numbering is never changed by this.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Iterator, Pattern
 
+from .prefixes import Produced, produced
 from .testrun import TestRun
 
 __all__ = ["Doc", "Finding", "Reading", "split_stored_lines", "exit_status_of", "context_after", "lines_after", "shorten",
@@ -40,8 +44,6 @@ RANK_AFTER = 2
 
 
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
-#: read_file's own line numbers (``12<TAB>text``).
-_OWN_NUMBER = re.compile(r"^\d{1,9}\t")
 #: A CI runner's timestamp before every line (GitHub Actions: ``2024-05-02T10:11:12.1234567Z ``).
 CI_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
 
@@ -96,16 +98,17 @@ class Doc:
                 if "\r" in line:
                     parts = [p for p in line.split("\r") if p.strip()]
                     lines[i] = parts[-1] if parts else ""
-        sample = [ln for ln in lines[:400] if ln.strip()][:200]
-        self.ci_stamped = bool(sample) and sum(1 for ln in sample if CI_STAMP.match(ln)) * 2 >= len(sample)
-        if self.ci_stamped:
-            lines = [CI_STAMP.sub("", ln, count=1) for ln in lines]
-        # read_file's output numbers its lines ("12<TAB>text"): read the text
-        numbered = [ln for ln in lines[:200] if ln.strip()]
-        self.self_numbered = len(numbered) >= 2 and sum(
-            1 for ln in numbered if _OWN_NUMBER.match(ln)) * 10 >= len(numbered) * 9
-        if self.self_numbered:
-            lines = [_OWN_NUMBER.sub("", ln, count=1) for ln in lines]
+        self.stored_lines = lines
+        # the output as its program produced it: wisp's own lines, read_file's numbers and
+        # per-line prefixes taken off, the numbering kept (.prefixes)
+        made = produced(lines)
+        lines = made.lines
+        self.produced = made
+        self.ci_stamped = "timestamp" in made.prefixes
+        self.self_numbered = made.numbered
+        #: 1-based stored line numbers of this document's lines, when it is one stream of an
+        #: output (:meth:`stream_docs`); ``None``: line k is the stored output's line k.
+        self.numbers: list[int] | None = None
         self.lines = lines
         self.n = len(lines)
         self.text = "\n".join(lines)
@@ -113,6 +116,49 @@ class Doc:
         self._lower: str | None = None
         self._needles: dict[str, list[int]] = {}
         self._lower_lines: list[str] | None = None
+
+    @property
+    def exit_status(self) -> int | None:
+        """The command's exit status: its entry's meta, else run_command's own
+        ``[exit status N]`` line at the end of the stored output, else ``None``."""
+        status = exit_status_of(self.meta)
+        return status if status is not None else self.produced.exit_status
+
+    @property
+    def changed(self) -> bool:
+        """Whether reading it as produced changed any line (wisp's own lines,
+        read_file's numbers or a prefix taken off)."""
+        return self.lines != self.stored_lines
+
+    @property
+    def streams(self) -> dict[str, list[int]]:
+        """Stream name → 0-based indices of its lines, when two or more
+        processes' lines interleave in this output (else empty)."""
+        return self.produced.streams
+
+    def stream_docs(self) -> list["Doc"]:
+        """The output read stream by stream: one :class:`Doc` per stream (its
+        :attr:`numbers` map its lines to this one's, 1-based), or ``[self]``
+        when the output is one stream."""
+        if not self.streams:
+            return [self]
+        out = []
+        for name, idx in self.streams.items():
+            sub = Doc.__new__(Doc)
+            sub.raw_text = ""
+            sub.meta = self.meta
+            sub.size = 0
+            sub.stored_lines = [self.stored_lines[i] for i in idx]
+            sub.lines = [self.lines[i] for i in idx]
+            sub.produced = Produced(sub.lines)
+            sub.ci_stamped, sub.self_numbered = self.ci_stamped, self.self_numbered
+            sub.numbers = [i + 1 for i in idx]
+            sub.n = len(sub.lines)
+            sub.text = "\n".join(sub.lines)
+            sub._starts, sub._lower, sub._needles, sub._lower_lines = None, None, {}, None
+            sub.stream = name
+            out.append(sub)
+        return out
 
     @property
     def starts(self) -> list[int]:
@@ -269,6 +315,20 @@ class Reading:
         self.claim(finding.line, *finding.context)
         if finding.reader and finding.reader not in self.readers:
             self.readers.append(finding.reader)
+
+    def merge(self, other: "Reading", numbers: list[int] | None) -> None:
+        """Add what ``other`` found in one stream of this output, its 1-based
+        lines mapped to this output's by ``numbers`` (``None``: the same)."""
+        def at(k: int) -> int:
+            return numbers[k - 1] if numbers is not None and 0 < k <= len(numbers) else k
+
+        for f in other.findings:
+            self.add(Finding(at(f.line), f.kind, f.place, f.text, f.rank, tuple(at(c) for c in f.context), f.reader))
+        self.claim(*(at(k) for k in other.claimed))
+        self.tallies.extend((at(k) if k else k, t) for k, t in other.tallies)
+        for name in other.readers:
+            if name not in self.readers:
+                self.readers.append(name)
 
     def saw(self, reader: str) -> None:
         """Note that ``reader`` recognised its format (even with nothing to report)."""

@@ -28,7 +28,7 @@ import re
 from .doc import RANK_AFTER, RANK_ROOT, RANK_TEST, Doc, Finding, Reading, shorten
 from .testrun import Collector, Names, TestRun
 
-__all__ = ["MavenRun", "GradleRun", "read_maven", "read_java_traces"]
+__all__ = ["MavenRun", "GradleRun", "read_maven", "read_java_traces", "read_kotlin"]
 
 _MVN_DIAG = re.compile(r"^\[(?P<sev>ERROR|WARNING)\] (?P<path>(?:[A-Za-z]:)?[^\s\[]+?\.(?:java|kt|scala|groovy)):"
                        r"\[(?P<line>\d+),(?P<col>\d+)\] (?P<msg>.*)$")
@@ -307,3 +307,28 @@ def read_java_traces(doc: Doc, r: Reading) -> None:
         r.add(Finding(root + 1, "error", place, f"{shorten(text, 200)}{where}", RANK_ROOT,
                       (i + 1,) if root != i else (), reader="java"))
 
+
+
+#: kotlinc's diagnostics: ``e: file:///…/A.kt:42:17 message`` (Kotlin 1.8+) and
+#: ``e: /…/A.kt: (42, 17): message`` (older); ``w:`` for warnings.
+_KOTLIN = re.compile(r"^(?P<sev>[ew]): (?:file://)?(?P<path>[^\s:]*?\.kts?)(?::(?P<line>\d+):(?P<col>\d+)|"
+                     r": \((?P<line2>\d+), (?P<col2>\d+)\):?) (?P<msg>.+)$")
+
+
+def read_kotlin(doc: Doc, r: Reading) -> None:
+    """kotlinc's ``e:`` (error) and ``w:`` (warning) lines, as Gradle and
+    Maven show them: each error a root cause at its file."""
+    for i in doc.lines_with("e: ", "w: "):
+        if i + 1 in r.claimed:
+            continue
+        m = _KOTLIN.match(doc.lines[i].strip())
+        if not m:
+            continue
+        path = m.group("path")
+        line, col = m.group("line") or m.group("line2"), m.group("col") or m.group("col2")
+        at = f"{path}:{line}:{col}"
+        if m.group("sev") == "w":
+            r.add(Finding(i + 1, "warning", path, f"warning at {at}: {shorten(m.group('msg'), 200)}", reader="kotlin"))
+        else:
+            r.add(Finding(i + 1, "error", path, f"error at {at}: {shorten(m.group('msg'), 200)}", RANK_ROOT,
+                          reader="kotlin"))

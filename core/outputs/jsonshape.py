@@ -22,8 +22,16 @@ from typing import Any
 from .doc import Doc, shorten
 
 _TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\]:,\n]')
-_PROBLEM_KEY = re.compile(r"^(?:errors?|error_?message|exception|exceptions|failures?|failuremessages?|fault|fatal|"
+_PROBLEM_KEY = re.compile(r"^(?:errors?|error_?(?:message|msg|code|detail|details|info|description)|exception|"
+                          r"exceptions|failures?|failed_?(?:items|records|entries|rows|jobs|tasks|messages)|"
+                          r"failuremessages?|fault|faults|fatal|rejected|rejections|invalid_?(?:items|rows|records)?|"
                           r"stderr|traceback|stack_?trace|panic|crash)$", re.IGNORECASE)
+#: A numeric status that says an item failed: an HTTP error status.
+_HTTP_STATUS_KEY = re.compile(r"^(?:status|status_?code|http_?status|http_?code)$", re.IGNORECASE)
+#: The keys of an error object that say what went wrong, shown for it.
+_MESSAGE_KEYS = ("message", "msg", "reason", "detail", "description", "error_description", "title", "errorMessage",
+                 "ErrorMessage", "Message")
+_KIND_KEYS = ("type", "code", "name", "errorCode", "ErrorCode", "Code", "kind")
 _STATE_KEY = re.compile(r"^(?:status|state|result|conclusion|outcome|level|severity|health)$", re.IGNORECASE)
 _BAD_STATE = re.compile(r"fail|error|fatal|crash|broken|timed[ _-]?out|timeout|cancel|abort|unhealthy|critical|"
                         r"^red$|^down$", re.IGNORECASE)
@@ -46,31 +54,46 @@ class JsonReading:
 
 
 def try_json(doc: Doc) -> JsonReading | None:
-    """Read ``doc`` as one JSON object or array, or ``None`` when it is not one."""
-    text = doc.raw_text.strip()
-    if not text or text[0] not in "{[" or len(text) > MAX_SCAN_BYTES:
+    """Read ``doc`` as one JSON object or array, or ``None`` when it is not one.
+
+    It is read as produced (:mod:`.prefixes`): without run_command's
+    ``[exit status 0]`` and read_file's numbers and ``[end of file]``, which
+    are wisp's, not the document's. A preamble of a few lines before it
+    (``curl -i``'s status line and headers) is passed over; nothing but
+    blank lines may follow it. Key lines are the stored output's."""
+    lines = doc.lines
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
         return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(value, (dict, list)):
-        return None
-    offset_line = doc.raw_text[: len(doc.raw_text) - len(doc.raw_text.lstrip())].count("\n")
-    lines = _key_lines(text, offset_line)
-    problems: list[tuple[int, int, str]] = []
-    _problems(value, (), lines, problems, 0)
-    # messages (an error's text, a failure message) first: they say why;
-    # then bad states, then false flags and failure counts, each in line order
-    problems.sort(key=lambda p: (p[0], p[1], p[2]))
-    problems = [(line, text) for _, line, text in problems]
-    shape = _shape(value, lines)
-    return JsonReading(value, lines, problems, shape)
+    starts = [first]
+    if not lines[first].lstrip().startswith(("{", "[")):
+        # a preamble: HTTP status and headers, a shell's echo of the command
+        starts = [i for i in range(first + 1, min(len(lines), first + 40)) if lines[i].lstrip().startswith(("{", "["))][:3]
+    for start in starts:
+        text = "\n".join(lines[start:]).strip()
+        if not text or text[0] not in "{[" or len(text) > MAX_SCAN_BYTES:
+            continue
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        key_lines = _key_lines(text, start)
+        problems: list[tuple[int, int, str]] = []
+        _problems(value, (), key_lines, problems, 0)
+        # messages (an error's text, a failure message, a list of failed items) first: they say
+        # why; then bad states, then flags and failure counts (errors: true), each in line order
+        problems.sort(key=lambda p: (p[0], p[1], p[2]))
+        found = [(line, t) for _, line, t in problems]
+        shape = _shape(value, key_lines, start + 1)
+        return JsonReading(value, key_lines, found, shape)
+    return None
 
 
 def _key_lines(text: str, offset_line: int) -> dict[tuple[Any, ...], int]:
     """Key path (keys and array indices) → 1-based line where that key is written."""
-    out: dict[tuple[Any, ...], int] = {}
+    out: dict[tuple[Any, ...], int] = {(): 1 + offset_line}
     line = 1 + offset_line
     stack: list[list[Any]] = []  # per container: [kind, key or index]
     expect_key = False
@@ -120,7 +143,7 @@ def _line_of(lines: dict[tuple[Any, ...], int], path: tuple[Any, ...]) -> int:
         if path in lines:
             return lines[path]
         path = path[:-1]
-    return 1
+    return lines.get((), 1)
 
 
 def _preview(value: Any, limit: int = 160) -> str:
@@ -143,6 +166,22 @@ def _empty(value: Any) -> bool:
     return value in (None, False, "", 0) or (isinstance(value, (list, dict)) and not value)
 
 
+def _error_text(value: Any) -> str:
+    """An error value as a point shows it: an error object's kind and message
+    (``document_parsing_exception: failed to parse field``), a list's first
+    item and how many there are, else the value itself."""
+    if isinstance(value, dict):
+        kind = next((str(value[k]) for k in _KIND_KEYS if isinstance(value.get(k), (str, int))
+                     and not isinstance(value.get(k), bool)), "")
+        msg = next((str(value[k]) for k in _MESSAGE_KEYS if isinstance(value.get(k), str) and value[k].strip()), "")
+        if msg or kind:
+            return _preview(f"{kind}: {msg}" if kind and msg else (msg or kind))
+    if isinstance(value, list) and value:
+        more = f" (+{len(value) - 1} more)" if len(value) > 1 else ""
+        return _error_text(value[0]) + more
+    return _preview(value)
+
+
 def _problems(value: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int], out: list[tuple[int, int, str]],
               depth: int) -> None:
     if depth > 12 or len(out) > 200:
@@ -151,10 +190,21 @@ def _problems(value: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], in
         for key, v in value.items():
             p = (*path, key)
             k = str(key)
-            if _PROBLEM_KEY.match(k) and not _empty(v):
-                out.append((0, _line_of(lines, p), f"{_path_text(p)}: {_preview(v)}"))
-                continue
+            if _PROBLEM_KEY.match(k):
+                if isinstance(v, bool):
+                    if v:  # "errors": true says only that something below failed
+                        out.append((2, _line_of(lines, p), f"{_path_text(p)}: true"))
+                    continue
+                if isinstance(v, (int, float)):
+                    if v > 0:
+                        out.append((2, _line_of(lines, p), f"{_path_text(p)}: {v}"))
+                    continue
+                if not _empty(v):
+                    out.append((0, _line_of(lines, p), f"{_path_text(p)}: {_error_text(v)}"))
+                    continue
             if _STATE_KEY.match(k) and isinstance(v, str) and _BAD_STATE.search(v):
+                out.append((1, _line_of(lines, p), f"{_path_text(p)}: {v}" + _sibling_hint(value)))
+            elif _HTTP_STATUS_KEY.match(k) and isinstance(v, int) and not isinstance(v, bool) and 400 <= v < 600:
                 out.append((1, _line_of(lines, p), f"{_path_text(p)}: {v}" + _sibling_hint(value)))
             elif _OK_KEY.match(k) and v is False:
                 out.append((2, _line_of(lines, p), f"{_path_text(p)}: false" + _sibling_hint(value)))
@@ -167,12 +217,16 @@ def _problems(value: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], in
 
 
 def _sibling_hint(obj: dict[str, Any]) -> str:
-    """A name or message beside a bad status, so the point says what failed."""
-    for key in ("name", "title", "fullName", "nodeid", "test", "id", "message", "msg", "reason", "description"):
-        v = obj.get(key)
-        if isinstance(v, (str, int)) and str(v).strip():
-            return f" ({key} {_preview(v, 100)})"
-    return ""
+    """What failed and why, from the keys beside a bad status, so the point says it."""
+    parts = []
+    for keys in (("name", "title", "fullName", "nodeid", "test", "id"), ("message", "msg", "reason", "error",
+                                                                         "description", "detail")):
+        for key in keys:
+            v = obj.get(key)
+            if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip():
+                parts.append(f"{key} {_preview(v, 100)}")
+                break
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _type_of(value: Any) -> str:
@@ -210,8 +264,10 @@ def _scalar(value: Any) -> str:
     return "object"
 
 
-def _shape(value: Any, lines: dict[tuple[Any, ...], int]) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = [(1, f"JSON: {_type_of(value)}")]
+def _shape(value: Any, lines: dict[tuple[Any, ...], int], first: int = 1) -> list[tuple[int, str]]:
+    """The shape as ``(line, text)``: the top level at ``first`` (the 1-based
+    line the document starts on), then its keys and one level below."""
+    out: list[tuple[int, str]] = [(first, f"JSON: {_type_of(value)}")]
     if isinstance(value, dict):
         for key, v in list(value.items())[:40]:
             out.append((_line_of(lines, (key,)), f"  \"{key}\": {_type_of(v)}"))

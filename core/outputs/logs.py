@@ -51,6 +51,8 @@ _TEMPLATE_SUBS = [
     (re.compile(r"\d+(?:[.,:]\d+)*"), "<n>"),
     (re.compile(r"\s+"), " "),
 ]
+#: What comes before a level word that starts an exception's message instead of naming a level.
+_EXCEPTION_BEFORE = re.compile(r"(?:Exception|Error|Throwable|Failure|Fault)\s*:\s*$")
 _MSG_PREFIX = re.compile(r"^[\s:\]|)>-]+")
 _GLOG_TAIL = re.compile(r"^(?:\.\d+)?\s+\d+\s+(?P<src>[\w.-]+:\d+)\]\s*")
 _JSON_MSG = re.compile(r'"(?:msg|message|event)"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -112,8 +114,11 @@ def read_levels(doc: Doc) -> dict[int, tuple[str, int]]:
     out: dict[int, tuple[str, int]] = {}
     for m in _LEVEL.finditer(doc.text):
         i = doc.line_at(m.start())
-        if i not in out:
-            out[i] = (_level_of(m), m.end() - doc.starts[i])
+        if i in out:
+            continue
+        if m.group("a") and _EXCEPTION_BEFORE.search(doc.text, doc.starts[i], m.start("a")):
+            continue  # "BeanCreationException: Error creating bean …": an exception's message, not a level
+        out[i] = (_level_of(m), m.end() - doc.starts[i])
     return out
 
 

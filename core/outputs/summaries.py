@@ -40,18 +40,19 @@ from ..tokens import estimate_tokens
 from .cargo import read_cargo
 from .cfamily import read_cc, read_linker, read_make
 from .cmake import read_cmake
-from .doc import RANK_AFTER, Doc, Finding, Reading, exit_status_of, shorten, split_stored_lines
+from .doc import RANK_AFTER, RANK_ROOT, Doc, Finding, Reading, shorten, split_stored_lines
 from .eslint import read_eslint
 from .go import read_go
-from .java import read_java_traces, read_maven
+from .java import read_java_traces, read_kotlin, read_maven
 from .jest import read_jest
 from .jsonshape import JsonReading, try_json
 from .logs import LogReading, is_log, message_line, read_levels, read_log, severity_line
-from .node import read_node
+from .managed import read_docker, read_services
+from .node import read_bundlers, read_node
 from .npm import read_npm
 from .other import read_bare_errors
 from .pytest import read_pytest
-from .python import read_tracebacks
+from .python import read_pip, read_tracebacks
 from .runs import NEEDLES, read_lines
 from .swift import read_swift
 from .tsc import read_tsc
@@ -64,11 +65,11 @@ Reader = Callable[[Doc, Reading], None]
 #: Readers of build and test tools, in the order they run: a line one of
 #: them claims is left alone by the later ones, so the more specific run first.
 TOOLCHAIN_READERS: list[Reader] = [
-    read_pytest, read_unittest, read_jest, read_go, read_cargo, read_swift, read_maven, read_tsc, read_eslint,
-    read_cmake, read_cc, read_linker, read_make, read_npm,
+    read_pytest, read_unittest, read_jest, read_go, read_cargo, read_swift, read_kotlin, read_maven, read_tsc,
+    read_eslint, read_bundlers, read_cmake, read_cc, read_linker, read_make, read_pip, read_npm, read_docker,
 ]
 #: Readers of what any program prints when it fails at run time.
-RUNTIME_READERS: list[Reader] = [read_tracebacks, read_java_traces, read_node, read_bare_errors]
+RUNTIME_READERS: list[Reader] = [read_tracebacks, read_java_traces, read_node, read_services, read_bare_errors]
 
 _FAILURE_WORDS = ("error", "exception", "traceback", "fail", "fatal", "panic", "segmentation fault", "denied",
                   "cannot ", "can't ", "unable to", "no such file", "not found", "abort", "killed", "undefined")
@@ -153,11 +154,7 @@ def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
         analysis = Analysis(doc, reading, "json", json=js)
         _unexplained(analysis)
         return analysis
-    for reader in TOOLCHAIN_READERS:
-        reader(doc, reading)
-    toolchain = bool(reading.findings or reading.tallies or reading.failing_tests or reading.test_run)
-    for reader in RUNTIME_READERS:
-        reader(doc, reading)
+    toolchain = _read_streams(doc, reading)
     if reading.test_run is not None and not reading.readers:
         reading.saw(reading.test_run.framework)
     if toolchain:
@@ -175,10 +172,35 @@ def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
     return analysis
 
 
+def _read_streams(doc: Doc, reading: Reading) -> bool:
+    """Run the toolchain readers, then the runtime readers, over ``doc``, or
+    over each of its streams when processes' lines interleave (a worker's
+    traceback is read without the web server's lines between its own);
+    returns whether a toolchain reader recognised something."""
+    toolchain = bool(reading.failing_tests or reading.test_run)
+    subs = doc.stream_docs()
+    if subs == [doc]:
+        for reader in TOOLCHAIN_READERS:
+            reader(doc, reading)
+        toolchain = toolchain or bool(reading.findings or reading.tallies)
+        for reader in RUNTIME_READERS:
+            reader(doc, reading)
+        return toolchain
+    for sub in subs:
+        part = Reading()
+        for reader in TOOLCHAIN_READERS:
+            reader(sub, part)
+        toolchain = toolchain or bool(part.findings or part.tallies)
+        for reader in RUNTIME_READERS:
+            reader(sub, part)
+        reading.merge(part, sub.numbers)
+    return toolchain
+
+
 def _test_run(doc: Doc, r: Reading) -> None:
     """Put the test run's failing tests (and the run) in ``r``."""
     command = doc.meta.get("command")
-    run, parser = read_lines(doc.lines, exit_status_of(doc.meta), command if isinstance(command, str) else None,
+    run, parser = read_lines(doc.lines, doc.exit_status, command if isinstance(command, str) else None,
                              candidates=doc.lines_with(*NEEDLES))
     r.test_run = run
     source = parser.failing_seen()
@@ -219,7 +241,7 @@ def _size(n_bytes: int) -> str:
 
 
 def _ending(doc: Doc) -> str:
-    status = exit_status_of(doc.meta)
+    status = doc.exit_status
     if doc.meta.get("timed_out"):
         return "timed out" + (f" (exit status {status})" if status is not None else "")
     if status is not None:
@@ -246,10 +268,14 @@ def _head(kind: str, doc: Doc, with_end_line: bool) -> str:
 
 
 def _raw(doc: Doc, line: int, limit: int = 160) -> str:
-    """Line ``line`` (1-based) as stored, indentation kept, cut to ``limit`` characters."""
+    """Line ``line`` (1-based) as stored (without terminal colours, and without read_file's own
+    number, which the ``L`` number already says), indentation kept, cut to ``limit`` characters."""
     if not 0 < line <= doc.n:
         return ""
-    text = doc.lines[line - 1].rstrip().expandtabs(4)
+    text = doc.stored_lines[line - 1]
+    if doc.self_numbered:
+        text = re.sub(r"^\d{1,9}\t", "", text, count=1)
+    text = text.rstrip().expandtabs(4)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
@@ -380,22 +406,35 @@ def _build_body(a: Analysis, budget: int, head: list[str], tail: list[str]) -> l
     return lead + body + extras
 
 
+#: Readers whose findings in a log are the program's own failures (an exception with its
+#: trace, a panic, a crash), which say why, rather than another copy of a levelled line.
+_EXPLAINING = ("python traceback", "java", "node", "go", "crash", "linker", "compiler", "cargo", "pip")
+
+
 def _log_body(a: Analysis, budget: int, head: list[str], tail: list[str]) -> list[str]:
     log = a.log
     assert log is not None
     lead = [f"read as a log: {log.levelled:,} of {a.doc.n:,} lines carry a level", severity_line(log)]
     severe = [m for m in log.messages if m.level in ("FATAL", "ERROR")]
     rare = [m for m in log.messages if m.level == "WARN" and m.count <= 2]
+    # an exception, panic or crash a reader explained under a severe message says why it
+    # happened: the point cites it, with the message's line under it; the log is in time order,
+    # so the first severe message (or explained failure) is its root cause
+    explained = [f for f in a.reading.findings if f.kind != "warning" and f.rank == RANK_ROOT
+                 and f.reader in _EXPLAINING]
     covered = {c for m in severe for c in m.continuation} | {m.first for m in severe}
-    runtime = [f for f in a.reading.findings if f.line not in covered and f.kind != "warning"]
+    runtime = [f for f in a.reading.findings if f.line not in covered and f.kind != "warning"
+               and f.rank != RANK_AFTER]
     items: list[tuple[int, str, tuple[int, ...]]] = []
     for m in severe:
-        ctx = tuple(m.continuation[:2])
-        # a traceback under the message: show its exception line
-        inner = [f for f in a.reading.findings if f.line in m.continuation]
+        inner = [f for f in explained if f.line in m.continuation or f.line == m.first]
         if inner:
-            ctx = tuple(sorted({*ctx[:1], inner[0].line}))
-        items.append((m.first, message_line(m), ctx))
+            g = _groups(inner)[0].head  # the root cause among them (a chain's cause, a group's first)
+            ctx = tuple(x for x in (*g.context[:1], m.first) if x != g.line)
+            times = f" (×{m.count:,}, last L{m.last})" if m.count > 1 else ""
+            items.append((m.first, f"L{g.line} {g.text}{times}", ctx))
+            continue
+        items.append((m.first, message_line(m), tuple(m.continuation[:2])))
     for f in runtime:
         items.append((f.line, f"L{f.line} {f.text}", f.context[:2]))
     items.sort(key=lambda t: t[0])

@@ -16,7 +16,8 @@ from typing import Any, Awaitable, Callable, Protocol
 class ToolContext:
     """What a running tool may know: the conversation's working directory,
     the config (a :class:`wisp.core.config.Config`), the conversation id and
-    the turn number, ``emit`` to stream pieces of output to the person, and
+    the turn number, ``call_entry`` (the entry recording the call), ``emit``
+    to stream pieces of output to the person, and
     ``approve``: an async function that takes a
     :class:`wisp.core.tools.approval.ApprovalRequest` and returns an
     :class:`~wisp.core.tools.approval.Approval` (None: nothing may be
@@ -28,6 +29,9 @@ class ToolContext:
     turn: int | None = None
     emit: Callable[[str], None] | None = None
     approve: Callable[[Any], Awaitable[Any]] | None = None
+    #: The number of the entry that records this tool call (``None``: not recorded, as in a
+    #: test that calls a tool directly), so that what the tool keeps can name where it came from.
+    call_entry: int | None = None
 
     def setting(self, key: str, default: Any) -> Any:
         """Config ``key``, or ``default`` when there is no config, the key is

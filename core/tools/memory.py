@@ -34,5 +34,5 @@ class MemoryTool:
         ``memory:`` line)."""
         raw = arguments.get("request", "")
         request = raw if isinstance(raw, str) else str(raw)
-        answer = await self.memory.answer(request, ctx.conversation_id, ctx.turn)
+        answer = await self.memory.answer(request, ctx.conversation_id, ctx.turn, entry=ctx.call_entry)
         return ToolResult(answer.content, ok=answer.ok, meta=dict(answer.meta))
