@@ -168,5 +168,9 @@ def test_a_30_turn_first_chat_on_the_embedded_default(embedded_home: Path, tmp_p
     assert not slow, f"turns over {TURN_SECONDS:.0f} s: {slow}"
     loops = [(r["turn"], r["repeats"]) for r in rows if r["repeats"] > 2]
     assert not loops, f"turns with one failing call made more than twice: {loops}"
-    # the usage the server sent is there: the figures above are the server's, not guesses
-    assert all(r["evaluated"] and r["evaluated"][0] is not None for r in rows)
+    # the usage the server sent is there: the figures above are the server's, not guesses (a reply wisp
+    # stopped for repeating itself closed its stream before the server's usage came: that turn has none,
+    # and says why in its notice)
+    stopped = {r["turn"] for r in rows if r["ended"] == ["cut"] and any("repeated" in t for t in r["notices"])}
+    assert all(r["evaluated"] and r["evaluated"][0] is not None for r in rows if r["turn"] not in stopped)
+    assert len(stopped) <= 3, stopped
