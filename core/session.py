@@ -251,7 +251,7 @@ class Session:
         self.side_call: "SideCall" = options.side_call or LinkSideCall(self.link, ShapeForms(ShapeBook(store)))
         self.notes = ModelNotes.over(store, audit)
         room = Room()  # the tokens the last request left: the context keeps it, the memory tool reads it
-        # every edit's bytes before and after, so that an edit can be taken back
+        # every edit's bytes before and after, for /undo and the workdir fact (issue 27)
         self.edits = EditBook(store, audit)
         # MCP servers' tools were listed by open() (issue 15); they join as ready-made tools
         self.mcp = mcp or McpServers({}, config=config, workdir=self.workdir)
@@ -262,7 +262,7 @@ class Session:
         agents = plan.agents_md
         self.context = ContextManager(
             store, audit, config, workdir=self.workdir, tools=self.tools, model=self.link,
-            side_call=self.side_call, notes=self.notes, room=room,
+            side_call=self.side_call, notes=self.notes, room=room, file_changes=self.edits.file_changes,
             instructions=(agents.instructions, str(agents.path) if agents.path else "AGENTS.md")
             if agents is not None and agents.instructions else (None, None))
         # Tools that act ask first (issue "Tools that act")

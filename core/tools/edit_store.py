@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..context.workspace import FileChange
 from ..migrations import sql_step
 from ..store import utc_now
 from .file_write import Changed, HardLinkedFile, NotAFile, remove_checked, replace_checked
@@ -213,6 +214,30 @@ class EditBook:
         rows = await self.store.db.execute_fetchall(
             f"SELECT {_COLS} FROM file_edits WHERE conversation_id = ? ORDER BY id", (conversation,))
         return [_record(r) for r in rows]
+
+    async def file_changes(self, conversation: int) -> list[FileChange]:
+        """What the conversation's edits did to each file, as the ``workdir``
+        fact shows it (:func:`wisp.core.context.workspace.workdir_picture`):
+        per file, in the order of its latest edit, ``created`` or ``edited``
+        with the turns of its standing edits, or ``undone``. Reads no
+        file's bytes."""
+        rows = await self.store.db.execute_fetchall(
+            "SELECT shown_path, turn, state, before IS NULL, undone_at FROM file_edits"
+            " WHERE conversation_id = ? AND state != 'failed' ORDER BY id", (conversation,))
+        files: dict[str, dict[str, Any]] = {}
+        for shown, turn, state, created, undone in rows:
+            f = files.pop(shown, None) or {"turns": [], "created": False, "standing": False}
+            if undone is None:
+                if not f["standing"]:  # the first standing edit since the last undo says if it created the file
+                    f["created"] = bool(created)
+                f["standing"] = True
+                if turn is not None and turn not in f["turns"]:
+                    f["turns"].append(turn)
+            else:
+                f = {"turns": [], "created": False, "standing": False}
+            files[shown] = f
+        return [FileChange(path, "undone" if not f["standing"] else "created" if f["created"] else "edited",
+                           tuple(f["turns"])) for path, f in files.items()]
 
     # -- undo ------------------------------------------------------------------------------------------
 

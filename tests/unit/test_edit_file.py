@@ -385,6 +385,34 @@ async def test_the_prompted_protocol_carries_the_tool_and_its_call(wisp_home: Pa
                for m in second["messages"])
 
 
+# --- later requests -----------------------------------------------------------------------------------
+
+
+async def test_an_edits_reference_says_what_changed_and_is_not_repeated(ollama_home, work: Path) -> None:
+    home, srv = ollama_home
+    body = "".join(f"line {n} of the original text\n" for n in range(40))
+    (work / "long.txt").write_text(body)
+    search = "".join(f"line {n} of the original text\n" for n in range(10, 14))
+    srv.push(*edit_turn({"path": "long.txt", "search": search, "replace": "the middle, rewritten\n"}),
+             reply(text("ok")))
+    async with await open_session(work, Asker("once")) as s:
+        await run(s, "shorten it")
+        await run(s, "and now?")
+        entries = await s.store.entries(s.conversation_id)
+    result = next(e for e in entries if e.kind == "tool_result")
+    later = srv.chat_bodies[2]["messages"]
+    assert told(srv.chat_bodies[2]) == [
+        f"[output of entry {result.number} not repeated: edit_file, turn 1; edited long.txt: 1 line added, 4 removed; "
+        "the edit is made: do not make it again (the workdir fact says if /undo put it back); to see its diff: ask "
+        f"the person, who can use /show entry {result.number}]"]
+    call = next(c for m in later if m["role"] == "assistant" for c in m.get("tool_calls") or [])
+    assert call["function"]["arguments"] == {
+        "path": "long.txt", "search": f"[{len(search)} characters not repeated: the edit is made (entry "
+                                      f"{result.number})]", "replace": "the middle, rewritten\n"}
+    assert "line 11 of the original text" not in str(later)
+    assert "changed by edits in this conversation: long.txt (turn 1)" in later[-1]["content"]  # the workdir fact
+
+
 # --- the model's arguments, parsed (property-based) -----------------------------------------------
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
@@ -448,3 +476,18 @@ def test_the_tool_answers_any_arguments_without_raising(args, tmp_path: Path) ->
     result = asyncio.run(EditFile(NoBook()).run(args, ctx))
     assert not result.ok and result.content
 
+
+
+def test_the_workdir_fact_names_the_newest_changed_files_and_counts_the_rest() -> None:
+    from wisp.core.context.workspace import FileChange, PICTURE_FILES, workdir_picture
+
+    assert workdir_picture("/p", []) == "/p"
+    picture = workdir_picture("/p", [FileChange("a.py", "edited", (1, 3)), FileChange("n.md", "created", (2,)),
+                                     FileChange("old.txt", "undone", ())])
+    assert picture == ("/p; changed by edits in this conversation: a.py (turns 1, 3), n.md (created, turn 2); "
+                       "put back by /undo: old.txt")
+    many = [FileChange(f"f{n}.py", "edited", (n,)) for n in range(PICTURE_FILES + 3)]
+    text = workdir_picture("/p", many)
+    assert "f0.py" not in text and f"f{PICTURE_FILES + 2}.py" in text and text.endswith(
+        "; and 3 more files (/undo list names them)")
+    assert len(text) < 500  # a fact's value is cut at 500 characters: the picture stays under it
