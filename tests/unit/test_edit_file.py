@@ -491,3 +491,22 @@ def test_the_workdir_fact_names_the_newest_changed_files_and_counts_the_rest() -
     assert "f0.py" not in text and f"f{PICTURE_FILES + 2}.py" in text and text.endswith(
         "; and 3 more files (/undo list names them)")
     assert len(text) < 500  # a fact's value is cut at 500 characters: the picture stays under it
+
+
+def test_the_tools_text_is_short_on_the_embedded_model() -> None:
+    """What SmolLM2 reads of edit_file under the prompted protocol, counted with wisp's estimate
+    (core/tokens.py: 36 for the description, 103 for its section; SmolLM2's own tokenizer counted
+    33 and 92), and its worked exchange, which a small model follows far better than a rule."""
+    from wisp.core.model.prompted import example_messages, parse_reply, render_tools
+    from wisp.core.tokens import estimate_tokens
+    from wisp.core.tools.base import tool_schema
+    from wisp.core.tools.edit_file import DESCRIPTION, EditFile
+
+    schema = tool_schema(EditFile(None))
+    text = render_tools([schema])
+    section = text[text.index("## edit_file"):text.index("\n\nTo call a tool")]
+    assert estimate_tokens(DESCRIPTION) <= 40 and estimate_tokens(section) <= 110
+    request, call, result, answer = example_messages([schema])
+    assert request["content"] == "In notes.txt, change red to blue"
+    assert parse_reply(call["content"])[1][0].arguments == {"path": "notes.txt", "search": "red", "replace": "blue"}
+    assert parse_arguments(parse_reply(call["content"])[1][0].arguments).replacements == (Replacement("red", "blue"),)
