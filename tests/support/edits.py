@@ -10,10 +10,13 @@ from typing import Any, Awaitable, Callable
 from tests.support.fakes import reply, text, tool_call
 
 
-def edit_turn(arguments: dict[str, Any], after: str = "Done.", *, call_id: str = "call_e1") -> list[dict]:
-    """A turn whose model calls ``edit_file`` with ``arguments``, then answers ``after``."""
-    return [reply(text("Let me change it."), tool_call("edit_file", arguments, id=call_id), finish="tool_calls"),
-            reply(text(after))]
+def edit_turn(arguments: dict[str, Any], after: str = "Done.", *, call_id: str = "call_e1",
+              usage: tuple[int, int] | None = None) -> list[dict]:
+    """A turn whose model calls ``edit_file`` with ``arguments``, then answers ``after``; ``usage``
+    (prompt, completion tokens) is what the fake server reports for each of its two replies."""
+    extra = {"usage": usage} if usage is not None else {}
+    return [reply(text("Let me change it."), tool_call("edit_file", arguments, id=call_id), finish="tool_calls",
+                  **extra), reply(text(after), **extra)]
 
 
 def told(body: dict) -> list[str]:
