@@ -251,7 +251,7 @@ class Session:
         self.side_call: "SideCall" = options.side_call or LinkSideCall(self.link, ShapeForms(ShapeBook(store)))
         self.notes = ModelNotes.over(store, audit)
         room = Room()  # the tokens the last request left: the context keeps it, the memory tool reads it
-        # every edit's bytes before and after, for /undo and the workdir fact (issue 27)
+        # every edit's bytes before and after, for /undo and the workdir fact
         self.edits = EditBook(store, audit)
         # MCP servers' tools were listed by open() (issue 15); they join as ready-made tools
         self.mcp = mcp or McpServers({}, config=config, workdir=self.workdir)

@@ -510,3 +510,29 @@ def test_the_tools_text_is_short_on_the_embedded_model() -> None:
     assert request["content"] == "In notes.txt, change red to blue"
     assert parse_reply(call["content"])[1][0].arguments == {"path": "notes.txt", "search": "red", "replace": "blue"}
     assert parse_arguments(parse_reply(call["content"])[1][0].arguments).replacements == (Replacement("red", "blue"),)
+
+
+async def test_the_next_test_run_says_whether_the_edit_helped(ollama_home, work: Path) -> None:
+    """Facts follow: the tests fact of the run after an edit says it helped (real pytest, run by
+    run_command in its sandbox, approved as the person would)."""
+    from tests.support.fakes import tool_call
+
+    home, srv = ollama_home
+    (work / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (work / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")
+    run_tests = {"command": "python3 -m pytest -q -p no:cacheprovider test_calc.py"}
+    srv.push(reply(tool_call("run_command", run_tests, id="r1"), finish="tool_calls"), reply(text("It fails.")),
+             *edit_turn({"path": "calc.py", "search": "return a - b", "replace": "return a + b"}, call_id="e1"),
+             reply(tool_call("run_command", run_tests, id="r2"), finish="tool_calls"), reply(text("It passes.")))
+    async with await Session.open(SessionOptions(workdir=work, tools=["read_file", "edit_file", "run_command"],
+                                                 ask=Asker("once", "once", "once"))) as s:
+        assert await s.connect()
+        await run(s, "run the tests")
+        before = await s.context.facts.current_of(s.conversation_id, "tests", "pytest test_calc.py")
+        assert before is not None and before.value.startswith("failed"), before
+        await run(s, "fix add()")
+        await run(s, "run them again")
+        after = await s.context.facts.current_of(s.conversation_id, "tests", "pytest test_calc.py")
+        assert after is not None and after.value.startswith("passed"), after
+        workdir = await s.context.facts.current_of(s.conversation_id, "workdir")
+        assert workdir.value.endswith("changed by edits in this conversation: calc.py (turn 2)")
