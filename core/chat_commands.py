@@ -317,7 +317,8 @@ async def undo_command(session: Any, words: list[str], rest: str) -> CommandResu
     to see both versions. ``/undo list`` lists the conversation's edits;
     ``/undo diff [N]`` shows how each file of turn N differs now from what
     its edits left. The undo is recorded (an entry and an audit event), and
-    the model is told through the ``workdir`` fact of its next request."""
+    the ``workdir`` fact says it at once: the model reads it with its next
+    request."""
     from .tools.edit_store import UndoRefused
 
     cid = session.conversation_id
@@ -349,6 +350,10 @@ async def undo_command(session: Any, words: list[str], rest: str) -> CommandResu
         done = await edits.undo(cid, turn, session.workdir)
     except UndoRefused as exc:
         return _error(str(exc))
+    context = getattr(session, "context", None)
+    if context is not None:  # the workdir fact says it now, in the panel and the record, not at the next request
+        last = await session.store.turns(cid, limit=1)
+        await context.observe_workspace(cid, last[-1].number if last else None)
     return CommandResult(done.text(), action="undo",
                          data={"turn": done.turn, "files": done.files, "removed": done.removed, "edits": done.edits,
                                "entry": done.entry})

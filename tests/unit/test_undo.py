@@ -51,6 +51,8 @@ async def test_undo_after_one_edit_puts_the_file_back_and_is_recorded(ollama_hom
         entry = (await s.store.entries(s.conversation_id))[-1]
         assert entry.kind == "notice" and entry.turn_id is None and entry.meta["undo"]["files"] == ["a.txt"]
         assert s.audit.read(entry.audit_ref)["kind"] == "edit.undone"
+        workdir = await s.context.facts.current_of(s.conversation_id, "workdir")  # at once, not at the next request
+        assert workdir.value == f"{work.resolve()}; put back by /undo: a.txt"
         (edit,) = await s.edits.edits(s.conversation_id)
         assert edit.undone_at and edit.undo_entry == entry.number and edit.after == b"one\n2\n"
         # the model is told with its next request, through the workdir fact
