@@ -621,7 +621,14 @@ class EditFile:
             written = await asyncio.wait_for(asyncio.to_thread(
                 replace_checked, workdir, target.raw, target.path, target.before, after,
                 make_dirs=target.before is None), IO_DEADLINE_S)
-        except (Changed, HardLinkedFile, NotAFile, OSError, asyncio.TimeoutError) as exc:
+        except asyncio.TimeoutError:
+            # the thread may still write: the edit stays pending, which /undo reads by the file's bytes
+            del meta["edit"]
+            meta["write_error"] = "timeout"
+            return ToolResult(f"error: writing {shown} did not finish within {IO_DEADLINE_S:g} s (the file system "
+                              "may be slow or hung); it may or may not be changed. Read it again before anything "
+                              "else; the person's /undo puts it back if it was changed.", ok=False, meta=meta)
+        except (Changed, HardLinkedFile, NotAFile, OSError) as exc:
             why = _write_problem(exc)
             await self.book.settle(edit_id, "failed", why)
             del meta["edit"]
@@ -647,8 +654,6 @@ class EditFile:
 
 def _write_problem(exc: BaseException) -> str:
     """Why the write did not happen, in words."""
-    if isinstance(exc, asyncio.TimeoutError):
-        return f"writing took longer than {IO_DEADLINE_S:g} s (the file system may be slow or hung)"
     if isinstance(exc, Changed):
         return str(exc)
     if isinstance(exc, HardLinkedFile):

@@ -285,9 +285,10 @@ class EditBook:
         try:
             done = await asyncio.wait_for(asyncio.to_thread(_restore, Path(workdir).resolve(), files),
                                           UNDO_DEADLINE_S)
-        except asyncio.TimeoutError:
-            raise UndoRefused(f"Nothing was undone: the files took longer than {UNDO_DEADLINE_S:g} s to read or "
-                              "write (the file system may be slow or hung); try again.") from None
+        except asyncio.TimeoutError:  # the thread may still finish: say so, never that nothing changed
+            raise UndoRefused(f"The undo did not finish within {UNDO_DEADLINE_S:g} s (the file system may be slow "
+                              "or hung), and it may still be writing. /undo diff shows how the files stand; /undo "
+                              "again once it answers.") from None
         if isinstance(done, list):  # the files that changed since
             raise UndoRefused(_changed_since(turn, done, self._ask_hint))
         restored, removed = done

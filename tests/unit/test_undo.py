@@ -250,3 +250,38 @@ async def test_undo_waits_for_a_running_turn(ollama_home, work: Path) -> None:
         assert (work / "a.txt").read_text() == "1\n"
         await s.store.end_turn(turn.id, "done")
         assert not (await run_command(s, "/undo")).error and (work / "a.txt").read_text() == "one\n"
+
+
+async def test_a_write_past_its_deadline_stays_pending_and_undo_reads_the_file(ollama_home, work: Path,
+                                                                               monkeypatch) -> None:
+    """A file system that hangs past the deadline: the model is told the file may or may not be
+    changed, the edit stays pending (never marked failed while its thread may still write), and once
+    the write lands /undo puts it back."""
+    import threading
+
+    from wisp.core.tools import edit_file
+
+    home, srv = ollama_home
+    (work / "a.txt").write_text("one\n")
+    release, landed = threading.Event(), threading.Event()
+    real = edit_file.replace_checked
+
+    def hung(*args, **kwargs):
+        release.wait(60)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            landed.set()
+
+    monkeypatch.setattr(edit_file, "replace_checked", hung)
+    monkeypatch.setattr(edit_file, "IO_DEADLINE_S", 0.2)
+    srv.push(*edit_turn({"path": "a.txt", "search": "one", "replace": "1"}))
+    async with await open_session(work, Asker("once")) as s:
+        await run(s, "change it")
+        assert told(srv.chat_bodies[1])[0].startswith("error: writing a.txt did not finish within 0.2 s")
+        assert [e.state for e in await s.edits.edits(s.conversation_id)] == ["pending"]
+        release.set()
+        assert await asyncio.to_thread(landed.wait, 60)
+        assert (work / "a.txt").read_text() == "1\n"  # it landed after all
+        done = await run_command(s, "/undo")
+        assert not done.error and (work / "a.txt").read_text() == "one\n"
