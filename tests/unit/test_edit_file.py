@@ -536,3 +536,18 @@ async def test_the_next_test_run_says_whether_the_edit_helped(ollama_home, work:
         assert after is not None and after.value.startswith("passed"), after
         workdir = await s.context.facts.current_of(s.conversation_id, "workdir")
         assert workdir.value.endswith("changed by edits in this conversation: calc.py (turn 2)")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+async def test_only_regular_files_are_edited(ollama_home, work: Path, kind: str) -> None:
+    home, srv = ollama_home
+    if kind == "fifo":
+        os.mkfifo(work / "thing")  # opening it to read could wait forever for a writer
+    else:
+        (work / "thing").mkdir()
+    srv.push(*edit_turn({"path": "thing", "search": "a", "replace": "b"}))
+    async with await open_session(work, Asker("once")) as s:
+        await run(s, "edit the thing")
+    said = told(srv.chat_bodies[1])[0]
+    assert said == ("error: thing is a FIFO (named pipe), not a regular file; edit_file edits only regular files"
+                    if kind == "fifo" else "error: thing is a directory; give the path of a file in it")
