@@ -1,7 +1,8 @@
-"""The slash commands of issue 16: conversations and models at hand.
+"""The slash commands of issue 16: conversations and models at hand; and ``/undo`` of the model's edits.
 
 ``/title``, ``/export``, ``/fork``, ``/search``, ``/retry``, ``/edit``,
-``/copy``, ``/model``, ``/profile``, ``/new``, ``/clear`` and ``/quit``.
+``/copy``, ``/model``, ``/profile``, ``/new``, ``/clear``, ``/quit`` and
+``/undo`` (the files of a turn's edits put back: :mod:`wisp.core.tools.edit_store`).
 Each is listed in :data:`wisp.core.commands.COMMANDS` (so ``/help`` and F1
 list them) and returns a :class:`~wisp.core.command_base.CommandResult`;
 what only a front end can do (run a turn again, fill the input, copy to the
@@ -39,7 +40,7 @@ from .paths import atomic_write_private
 __all__ = [
     "title_command", "export_command", "fork_command", "search_command", "retry_command", "edit_command",
     "copy_command", "model_command", "profile_command", "new_command", "clear_command", "quit_command",
-    "switch_model", "TITLE_MAX",
+    "undo_command", "UNDO_USAGE", "switch_model", "TITLE_MAX",
 ]
 
 #: A title is cut to this many characters.
@@ -303,3 +304,74 @@ async def clear_command(session: Any, words: list[str], rest: str) -> CommandRes
 async def quit_command(session: Any, words: list[str], rest: str) -> CommandResult:
     """``/quit``: the front end quits."""
     return CommandResult("Bye.", action="quit")
+
+
+#: ``/undo``'s usage line (``/help`` lists it).
+UNDO_USAGE = "/undo [N] | /undo list | /undo diff [N]"
+
+
+async def undo_command(session: Any, words: list[str], rest: str) -> CommandResult:
+    """``/undo`` puts back the files of the latest turn whose edits still
+    stand, ``/undo N`` those of turn N: all of them or none, refused with
+    the reason (a file changed since; a later turn edited it again) and how
+    to see both versions. ``/undo list`` lists the conversation's edits;
+    ``/undo diff [N]`` shows how each file of turn N differs now from what
+    its edits left. The undo is recorded (an entry and an audit event), and
+    the ``workdir`` fact says it at once: the model reads it with its next
+    request."""
+    from .tools.edit_store import UndoRefused
+
+    cid = session.conversation_id
+    edits = getattr(session, "edits", None)
+    verb = words[0].lower() if words else ""
+    if verb in ("list", "diff"):
+        words = words[1:]
+    turn = None
+    if len(words) > 1 or (words and _number(words[0]) is None):
+        return _error(f"Usage: {UNDO_USAGE}, such as /undo 3")
+    if words:
+        turn = _number(words[0])
+    if cid is None or edits is None:
+        return _error("Nothing to undo: the model has made no edit in this conversation.")
+    if verb == "list":
+        return await _undo_list(session, cid)
+    try:
+        if verb == "diff":
+            turn, diffs = await edits.diff_since(cid, turn, session.workdir)
+            parts = [f"Turn {turn}'s files, against what its edits left:"]
+            for path, diff in diffs:
+                parts.append(f"- `{path}`: unchanged since the edit (/undo {turn} puts it back)" if not diff
+                             else f"- `{path}` has changed since:\n\n```diff\n{diff}\n```")
+            return CommandResult("\n".join(parts), title="undo diff",
+                                 data={"turn": turn, "files": [{"path": p, "diff": d} for p, d in diffs]})
+        last = await session.store.turns(cid, limit=1)
+        if last and last[-1].state == "open":  # its model may be editing: here, or in another wisp
+            return _error(f"Turn {last[-1].number} is still running; /undo once it has ended (Esc stops it).")
+        done = await edits.undo(cid, turn, session.workdir)
+    except UndoRefused as exc:
+        return _error(str(exc))
+    context = getattr(session, "context", None)
+    if context is not None:  # the workdir fact says it now, in the panel and the record, not at the next request
+        last = await session.store.turns(cid, limit=1)
+        await context.observe_workspace(cid, last[-1].number if last else None)
+    return CommandResult(done.text(), action="undo",
+                         data={"turn": done.turn, "files": done.files, "removed": done.removed, "edits": done.edits,
+                               "entry": done.entry})
+
+
+async def _undo_list(session: Any, cid: int) -> CommandResult:
+    """``/undo list``: the conversation's edits by turn, newest last, each standing, undone or failed."""
+    rows = await session.edits.edits(cid)
+    if not rows:
+        return CommandResult("The model has made no edit in this conversation.", data={"edits": []})
+    lines = ["| turn | file | what | state |", "|---:|---|---|---|"]
+    data = []
+    for e in rows:
+        what = "created" if e.before is None else "edited"
+        state = ("undone" if e.undone_at else "failed: " + (e.error or "") if e.state == "failed"
+                 else "standing")
+        lines.append(f"| {e.turn if e.turn is not None else ''} | `{e.shown_path}` | {what} | {state} |")
+        data.append({"turn": e.turn, "path": e.shown_path, "created": e.before is None, "state": state,
+                     "edit": e.id, "call_entry": e.call_entry})
+    return CommandResult("Edits in this conversation (/undo N puts back turn N's):\n\n" + "\n".join(lines),
+                         title="edits", data={"edits": data})

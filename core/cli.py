@@ -175,6 +175,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                      help="the prompt; - (or none, with stdin not a terminal) reads it from stdin")
     ask.add_argument("--json", action="store_true", help="print one JSON event a line")
     ask.add_argument("--model", metavar="NAME", help="use model NAME for this turn (the endpoint must list it)")
+    ask.add_argument("--allow-edits", action="store_true",
+                     help="let the model edit and create files in the working directory without asking; each "
+                          "diff is printed (config tools.edit_file.allow does it always; /undo takes them back)")
     _session_flags(ask)
 
     _add_commands(sub, argv, _EARLY_COMMANDS)
@@ -225,6 +228,7 @@ def session_options(args: argparse.Namespace, transport: str) -> SessionOptions:
         transport=transport,
         model=getattr(args, "model", None),
         profile=getattr(args, "profile", None),
+        allow_edits=bool(getattr(args, "allow_edits", False)),
     )
 
 
@@ -626,11 +630,15 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                     wrote_text = True
                     if item.text:
                         mid_line = not item.text.endswith("\n")
+                elif isinstance(item, ev.ToolCall) and item.name == "edit_file":  # its diff follows, not its texts
+                    to_stderr(f"[edit_file {json.dumps(str(item.arguments.get('path', '')), ensure_ascii=False)}]")
                 elif isinstance(item, ev.ToolCall):
                     to_stderr(f"[{item.name} {json.dumps(item.arguments, ensure_ascii=False)}]")
                 elif isinstance(item, ev.ToolOutput):  # a command's output as it runs
                     sys.stderr.write(item.text)
                     sys.stderr.flush()
+                elif isinstance(item, ev.ToolResult) and item.name == "edit_file":
+                    _print_edit(item, to_stderr)
                 elif isinstance(item, ev.ToolResult) and (item.meta.get("approval") or {}).get("choice") \
                         == "needs_approval" and item.meta.get("mcp_server"):  # an MCP tool that acts (issue 15)
                     print(f"wisp: not run, it needs approval: {item.meta.get('command', item.name)} (allow it with: "
@@ -683,6 +691,23 @@ async def _ask_turn(args: argparse.Namespace) -> int:
                   "kept as far as it went, and `wisp ask --continue` goes on from it.", file=sys.stderr)
             return EXIT_PIPE
         return code
+
+
+def _print_edit(item: Any, to_stderr: Callable[[str], None]) -> None:
+    """What ``wisp ask`` prints of an edit's result, on stderr (stdout is the
+    reply): the diff of an edit made, with its entry; the diff of one that
+    needed approval, with how to allow it; else the result's first line."""
+    meta = item.meta or {}
+    diff = str(meta.get("diff") or "")
+    path = meta.get("path", "")
+    if item.ok and diff:
+        to_stderr(f"wisp: edited {path} (entry {item.entry}; /undo takes it back):\n{diff}")
+    elif (meta.get("approval") or {}).get("choice") == "needs_approval":
+        shown = f"; the edit it asked for:\n{diff}" if diff else ""
+        to_stderr(f"wisp: not edited, edits need approval: {path} (allow them with wisp ask --allow-edits, or "
+                  f"wisp config set tools.edit_file.allow on){shown}")
+    else:
+        to_stderr(f"wisp: {item.content.splitlines()[0] if item.content else 'the edit was not made'}")
 
 
 def _print_command(result: "CommandResult", as_json: bool) -> int:

@@ -31,7 +31,8 @@ class CommandResult:
     #: ``edit`` (``data``: ``turn``, ``prompt``), ``open`` (``data``: ``conversation``),
     #: ``new``, ``clear``, ``quit``, ``copy`` (``data``: ``text``, ``what``), ``pick-model``
     #: (``data``: ``models``, ``current``), ``model`` (a switch), ``profile``, ``search``
-    #: (``data``: ``hits``); ``None`` for nothing.
+    #: (``data``: ``hits``), ``undo`` (files put back: ``data``: ``turn``, ``files``, ``removed``);
+    #: ``None`` for nothing.
     action: str | None = None
 
 

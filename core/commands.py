@@ -178,6 +178,8 @@ COMMANDS: dict[str, Command] = _table([
     # issue 16: conversations and models at hand
     Command("retry", chat.retry_command, "/retry", "ask the last prompt again; the old reply stays as a version"),
     Command("edit", chat.edit_command, "/edit", "put the last prompt back in the input; sending it replaces that turn"),
+    Command("undo", chat.undo_command, chat.UNDO_USAGE,
+            "put back the files the model's edits of the last turn (or turn N) changed; list or diff them"),
     Command("fork", chat.fork_command, "/fork [TURN]",
             "a new conversation with the turns up to TURN, and the facts and summary as they stood"),
     Command("search", chat.search_command, "/search TEXT", "find TEXT in this conversation and jump to it"),

@@ -388,6 +388,11 @@ SCHEMA: dict[str, KeySpec] = {
               help="let commands reach the network from their sandbox"),
         _spec("tools.run_command.allow_writes", "bool", False, example="off",
               help="let commands the allow list runs write the working directory (read-only otherwise)"),
+        _spec("tools.edit_file.allow", "bool", False, example="off",
+              help="make the model's file edits without asking (wisp ask --allow-edits does it for one turn); "
+                   "off: the TUI asks with the diff and wisp ask does not edit"),
+        _spec("tools.edit_file.max_bytes", "int", 1048576, minimum=1, unit="bytes", example="1048576",
+              help="the largest file edit_file changes or creates, before and after the edit"),
         _spec("tools.mcp.allow", "list", [], example='["mcp__git__commit","mcp__notes"]',
               check=_check_mcp_tool_name,
               help="MCP tools that act which run without asking; the only ones wisp ask and wisp mcp serve run"),

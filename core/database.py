@@ -1,8 +1,9 @@
-"""Open wisp's database with every table's migrations: the store's, the layered context's, episodic memory's.
+"""Open wisp's database with every table's migrations: the store's, the layered context's, episodic memory's, the edits'.
 
 Each owner keeps its own steps (:data:`wisp.core.store.MIGRATIONS`,
 :data:`wisp.core.context.schema.MIGRATIONS`,
-:data:`wisp.core.episodes.schema.MIGRATIONS`); this module only lists them,
+:data:`wisp.core.episodes.schema.MIGRATIONS`,
+:data:`wisp.core.tools.edit_store.MIGRATIONS`); this module only lists them,
 in the order they run, so that the store never imports a feature (DESIGN.md,
 "Arrows that never exist": storage knows no feature).
 
@@ -29,6 +30,7 @@ from typing import Any
 from .audit import FILE_PATTERN
 from .context import schema as context_schema
 from .episodes import schema as episodes_schema
+from .tools import edit_store
 from .migrations import Migration
 from .store import Store, StoreError
 
@@ -36,7 +38,8 @@ __all__ = ["FEATURE_MIGRATIONS", "DatabaseDamaged", "damage_message", "refuse_un
            "audit_dir_of"]
 
 #: The features' steps, after the store's own.
-FEATURE_MIGRATIONS: tuple[Migration, ...] = (*context_schema.MIGRATIONS, *episodes_schema.MIGRATIONS)
+FEATURE_MIGRATIONS: tuple[Migration, ...] = (*context_schema.MIGRATIONS, *episodes_schema.MIGRATIONS,
+                                             *edit_store.MIGRATIONS)
 
 #: An audit event that belongs to a conversation, as the audit log writes it (compact JSON).
 _CONVERSATION_EVENT = re.compile(rb'"conversation":\d')

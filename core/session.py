@@ -188,7 +188,7 @@ class Opening:
 #: The modules :class:`Session` is built from (imported when it is built).
 SESSION_PARTS = ("agent", "context.composer", "context.manager", "context.notes", "context.shapes",
                  "episodes.capture", "mcp", "mcp.manager", "memory.verbs", "model.link", "model.sidecall",
-                 "tool_names", "tools.approval", "tools.registry")
+                 "tool_names", "tools.approval", "tools.edit_store", "tools.registry")
 
 
 def preload() -> None:
@@ -211,7 +211,8 @@ class Session:
     ``conversation_id`` (``None`` until the first turn of a new
     conversation), ``link`` (the :class:`~wisp.core.model.link.ModelLink`),
     ``side_call``, ``notes``, ``tools``, ``context``, ``approvals``,
-    ``capture``, ``agent``, ``mcp`` (the MCP servers, :class:`McpServers`);
+    ``capture``, ``agent``, ``mcp`` (the MCP servers, :class:`McpServers`),
+    ``edits`` (the :class:`~wisp.core.tools.edit_store.EditBook` of file edits);
     and, for views, ``endpoint``,
     ``endpoint_label``, ``model_name``, ``endpoint_error``,
     ``context_window``, ``tool_choice``, ``tool_names``, ``tools_kept``,
@@ -233,6 +234,7 @@ class Session:
         from .model.sidecall import LinkSideCall, ShapeForms
         from .tool_names import mcp_parts
         from .tools.approval import Approvals, WorkspaceAllowList
+        from .tools.edit_store import EditBook
         from .tools.registry import build_registry
 
         self.options = options
@@ -249,21 +251,23 @@ class Session:
         self.side_call: "SideCall" = options.side_call or LinkSideCall(self.link, ShapeForms(ShapeBook(store)))
         self.notes = ModelNotes.over(store, audit)
         room = Room()  # the tokens the last request left: the context keeps it, the memory tool reads it
+        # every edit's bytes before and after, for /undo and the workdir fact
+        self.edits = EditBook(store, audit)
         # MCP servers' tools were listed by open() (issue 15); they join as ready-made tools
         self.mcp = mcp or McpServers({}, config=config, workdir=self.workdir)
         self.tools = build_registry([n for n in plan.tool_choice.names if mcp_parts(n) is None],
                                     memory=MemoryBinding(store, audit, self.notes, self.side_call,
                                                          lambda: self.link.context_window, config, room),
-                                    extra=(*mcp_tools, *options.extra_tools))
+                                    edits=self.edits, extra=(*mcp_tools, *options.extra_tools))
         agents = plan.agents_md
         self.context = ContextManager(
             store, audit, config, workdir=self.workdir, tools=self.tools, model=self.link,
-            side_call=self.side_call, notes=self.notes, room=room,
+            side_call=self.side_call, notes=self.notes, room=room, file_changes=self.edits.file_changes,
             instructions=(agents.instructions, str(agents.path) if agents.path else "AGENTS.md")
             if agents is not None and agents.instructions else (None, None))
         # Tools that act ask first (issue "Tools that act")
         self.approvals = Approvals(config, audit, WorkspaceAllowList(Path(config.path).parent / "approvals.json"),
-                                   ask=options.ask, transport=options.transport)
+                                   ask=options.ask, transport=options.transport, allow_edits=options.allow_edits)
         # Episodic memory: every exchange is captured (issue "Episodic memory")
         self.capture = Capture(store, config, self.workdir,
                                Origin(options.transport, options.channel, options.thread, options.sender),

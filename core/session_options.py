@@ -43,7 +43,8 @@ class SessionOptions:
     ``continue_all`` the newest anywhere (issue 16, "The conversation of
     this directory"); ``model`` is a model for this session only (``wisp ask
     --model``), ``profile`` a profile of config ``profiles`` to use
-    (``--profile``)."""
+    (``--profile``); ``allow_edits`` makes the model's file edits without
+    asking (``wisp ask --allow-edits``)."""
 
     workdir: Path = field(default_factory=Path.cwd)
     continue_last: bool = False
@@ -59,3 +60,4 @@ class SessionOptions:
     sender: str | None = None
     side_call: "SideCall | None" = None
     extra_tools: "tuple[Tool, ...]" = ()
+    allow_edits: bool = False

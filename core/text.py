@@ -28,7 +28,7 @@ import re
 import unicodedata
 from typing import Any, TextIO
 
-__all__ = ["terminal_safe", "shown_command", "TerminalText", "without_surrogates", "search_words", "fts_query", "fold",
+__all__ = ["terminal_safe", "shown_command", "shown_diff", "TerminalText", "without_surrogates", "search_words", "fts_query", "fold",
            "folded_words"]
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -92,6 +92,19 @@ def shown_command(text: str) -> str:
         out.append(lines[i] + (LINE_END if i < len(lines) - 1 else ""))
         i += 1
     return "\n".join(out)
+
+
+_DIFF_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + _INVISIBLE + "]")
+
+
+def shown_diff(text: str) -> str:
+    """``text`` (a diff of a file, shown for approval) with every control
+    character, carriage return, bidirectional control and invisible
+    character a visible escape, as :func:`shown_command` shows a command's,
+    so that a line cannot hide or reorder what it changes; newlines and
+    tabs are kept (a diff is read line by line, and code is indented with
+    tabs). Pure."""
+    return _DIFF_UNSAFE.sub(_command_escape, text) if _DIFF_UNSAFE.search(text) else text
 
 
 def one_line(text: str | bytes, limit: int) -> str:

@@ -16,7 +16,7 @@ import re
 from typing import Collection
 
 #: Every tool wisp has, in the order ``/tools`` and errors list them.
-TOOL_NAMES: tuple[str, ...] = ("read_file", "system_info", "run_command", "memory")
+TOOL_NAMES: tuple[str, ...] = ("read_file", "system_info", "run_command", "edit_file", "memory")
 
 #: What every MCP tool name begins with.
 MCP_PREFIX = "mcp__"

@@ -32,7 +32,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol
 
 from .. import events as ev
 from ..sidecall import SideCall
@@ -44,7 +44,7 @@ from .notes import ModelNotes, fact_history
 from .summary import SummaryVersion, turn_ranges, turns_named
 from .turns import ToolFlags
 from .usage import UsageBook
-from .workspace import current_branch
+from .workspace import FileChange, current_branch, workdir_picture
 
 #: How often the notice of a running summary being written gives its seconds (a small model takes
 #: half a minute or more on two cores; a person should see that it is still working).
@@ -144,13 +144,18 @@ class ContextManager:
     :class:`~wisp.core.context.notes.ModelNotes` (whose books this uses);
     ``instructions`` the project's instructions and their source
     (AGENTS.md's path), or ``(None, None)``; ``room`` the :class:`Room` it
-    keeps the last request's free tokens in (shared with the memory tool).
+    keeps the last request's free tokens in (shared with the memory tool);
+    ``file_changes`` an async function of a conversation that says what
+    wisp's edits did to the working directory's files
+    (:class:`~wisp.core.context.workspace.FileChange` rows, for the
+    ``workdir`` fact; ``None``: no edits are kept).
     """
 
     def __init__(self, store: Any, audit: Any, config: Any, *, workdir: Path, tools: Any, model: ModelState,
                  side_call: SideCall | None, notes: ModelNotes,
                  instructions: tuple[str | None, str | None] = (None, None),
-                 system_rules: str = SYSTEM_RULES, room: Room | None = None) -> None:
+                 system_rules: str = SYSTEM_RULES, room: Room | None = None,
+                 file_changes: Callable[[int], Awaitable[list[FileChange]]] | None = None) -> None:
         self.store = store
         self.audit = audit
         self.config = config
@@ -174,6 +179,7 @@ class ContextManager:
         self.system_rules = system_rules
         #: The room the last prepared request left (the memory tool reads it).
         self.room = room if room is not None else Room()
+        self.file_changes = file_changes
         self.flags = ToolFlags.from_registry(tools)
         self._pending: list[ev.AgentEvent] = []
         self._scanned: dict[int, int] = {}
@@ -477,12 +483,15 @@ class ContextManager:
     # -- facts from tools -----------------------------------------------------------------
 
     async def observe_workspace(self, conversation: int, turn: int | None) -> list[ev.AgentEvent]:
-        """Record the ``workdir`` fact (the conversation's directory) and the
-        ``branch`` fact (from git) when they differ from the current ones."""
+        """Record the ``workdir`` fact (the conversation's directory, and the
+        files wisp's edits changed in it: :func:`~wisp.core.context.workspace.workdir_picture`)
+        and the ``branch`` fact (from git) when they differ from the current ones."""
         events: list[ev.AgentEvent] = []
         workdir = self.workdir
         if workdir:
-            outcome = await self.facts.record(conversation, "workdir", "", workdir, source="tool",
+            changes = await self.file_changes(conversation) if self.file_changes is not None else []
+            outcome = await self.facts.record(conversation, "workdir", "", workdir_picture(workdir, changes),
+                                              source="tool",
                                               method="observed", tool="workdir", turn=turn)
             if outcome.recorded and outcome.fact:
                 events.append(fact_event(outcome.fact))

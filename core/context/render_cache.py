@@ -35,7 +35,8 @@ __all__ = ["RENDER_VERSION", "TurnRender", "RenderCache", "flags_key", "render_k
 #: The version of the rendered form; raise it when render_turn, the references, the messages or the
 #: token estimate (wisp.core.tokens) change. 2: the estimate counts by the text's kind (chars_per_token).
 #: 3: loops collapsed (repeated failed calls, a reply stopped for repeating itself: wisp.core.context.loops).
-RENDER_VERSION = 3
+#: 4: an edit's reference says what changed, and its call's long texts are not repeated.
+RENDER_VERSION = 4
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .history import entries_to_messages
 from .loops import collapse_loops
-from .references import ReferenceForm, reference_form, reference_text
+from .references import ReferenceForm, edit_call_arguments, edit_summary, reference_form, reference_text
 
 __all__ = ["ToolFlags", "OutputRef", "render_turn", "turn_outputs", "transcript", "compact_arguments"]
 
@@ -100,7 +100,9 @@ def render_turn(turn_number: int, entries: list[Any], flags: ToolFlags, *, whole
 
     With ``whole`` the tool outputs are kept in full; otherwise each is
     replaced by its reference (the prompt, the replies and the tool calls'
-    arguments stay whole either way); a result that stands for repeated
+    arguments stay whole either way, but an edit's long texts, which its
+    reference stands for: :func:`~wisp.core.context.references.edit_call_arguments`);
+    a result that stands for repeated
     failed calls (``meta.collapsed``: :func:`wisp.core.context.loops.collapse_loops`)
     is its own short text in both. Thinking and notices are never sent
     (:func:`wisp.core.context.history.entries_to_messages`).
@@ -109,8 +111,12 @@ def render_turn(turn_number: int, entries: list[Any], flags: ToolFlags, *, whole
         return entries_to_messages(entries), []
     shown = []
     refs: list[int] = []
+    edits = {e.tool_call_id: e.number for e in entries
+             if e.kind == "tool_result" and e.tool_call_id and edit_summary(e.meta) is not None}
     for e in entries:
-        if e.kind == "tool_result" and not (e.meta or {}).get("collapsed"):
+        if e.kind == "tool_call" and e.tool_call_id in edits:
+            shown.append(dataclasses.replace(e, arguments=edit_call_arguments(e.arguments, edits[e.tool_call_id])))
+        elif e.kind == "tool_result" and not (e.meta or {}).get("collapsed"):
             read_only = flags.read_only.get(e.tool_name or "")
             text = reference_text(e.number, e.tool_name, turn=turn_number, form=flags.form(e.tool_name),
                                   content=e.content, meta=e.meta, read_only=read_only)

@@ -174,6 +174,8 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str, str]] = {
     "system_info": ("How much memory does this machine have?", {"topic": "memory"},
                     "memory: 16 GiB total, 9 GiB available", "It has 16 GiB of memory, 9 GiB of it free."),
     "run_command": ("Run ls", {"command": "ls"}, "exit status 0\na.txt", "The directory holds one file, a.txt."),
+    "edit_file": ("In notes.txt, change red to blue", {"path": "notes.txt", "search": "red", "replace": "blue"},
+                  "edited notes.txt: 1 replacement (line 1), 1 line added, 1 removed.", "notes.txt says blue now."),
     "memory": ("What did we call the release?", {"request": "recall fact codename"},
                "codename = BLUE HERON", "The release is called BLUE HERON."),
 }

@@ -1,4 +1,4 @@
-"""Tools the model may call: read_file, system_info, run_command and memory.
+"""Tools the model may call: read_file, system_info, run_command, edit_file and memory.
 
 The shapes (:class:`Tool`, :class:`ToolContext`, :class:`ToolResult`,
 :class:`ToolRegistry`) are in :mod:`.base`; the names wisp has in

@@ -16,6 +16,16 @@ Rules (issue "Tools that act", "Approval"):
 - Every decision is written to the audit log as an ``approval`` audit event
   with the command, the directory, the choice, who made it (``person``,
   ``config`` or ``workspace``) and the allow lists in force.
+- An edit (``edit_file``) is asked about with its change: the request
+  carries the file's path, the unified diff and the lines added and
+  removed, which the TUI's modal shows. Nothing allows an edit by default.
+  It is made without asking when config ``tools.edit_file.allow`` is on or
+  the session was opened with ``--allow-edits`` (``wisp ask``: there is no
+  one to ask there), or (in the TUI only) when the person chose to allow
+  edits to that file for this conversation: that choice is kept in memory
+  for the session, never saved, since a file's next change is another
+  change. Otherwise the TUI asks (allow once, allow this file for this
+  conversation, deny) and ``wisp ask`` does not edit.
 - An MCP server's tool that acts (issue 15, "MCP both ways", "Approval") is
   asked about the same way, with the same choices and audit events: its
   request names the ``server`` and the ``arguments``. It runs without asking
@@ -65,7 +75,8 @@ __all__ = ["ApprovalRequest", "Approval", "Approvals", "WorkspaceAllowList", "su
            "prefix_matches", "is_simple_command", "simple_words", "NotSimple", "CHOICES"]
 
 #: The choices a decision can record. ``once``, ``always`` and ``deny`` are
-#: the person's; ``allow_list`` is a standing allow (config or workspace);
+#: the person's; ``allow_list`` is a standing allow (config, workspace, the
+#: ``--allow-edits`` flag, or an edit's file allowed for the conversation);
 #: ``needs_approval`` is no one to ask; ``stopped`` is a turn stopped while asking.
 CHOICES = ("once", "always", "deny", "allow_list", "needs_approval", "stopped")
 
@@ -86,7 +97,11 @@ class ApprovalRequest:
     ``server`` its server, ``arguments`` what the model gave it, and
     ``command`` a one-line rendering of the call for lists and logs.
     ``notice`` is a line the question shows with the command, or ``None``:
-    that commands have no sandbox here (set by :class:`Approvals`)."""
+    that commands have no sandbox here (set by :class:`Approvals`).
+    For an edit (``edit_file``), ``path`` is the file relative to
+    ``workdir``, ``diff`` the unified diff of the change, ``added`` and
+    ``removed`` its lines, ``new_file`` true when it creates the file, and
+    ``command`` a one-line rendering (``edit a.py (+2 -1)``)."""
 
     tool: str
     command: str
@@ -96,11 +111,21 @@ class ApprovalRequest:
     server: str | None = None
     arguments: dict[str, Any] | None = None
     notice: str | None = None
+    path: str | None = None
+    diff: str | None = None
+    added: int = 0
+    removed: int = 0
+    new_file: bool = False
 
     @property
     def is_mcp(self) -> bool:
         """True for an MCP server's tool (matched by name, not by prefix)."""
         return self.server is not None
+
+    @property
+    def is_edit(self) -> bool:
+        """True for a file edit (``edit_file``), asked about with its diff."""
+        return self.tool == "edit_file" and self.path is not None
 
     @property
     def suggested_prefix(self) -> str:
@@ -275,7 +300,8 @@ class Approvals:
     or None) records each decision; ``workspace`` is the per-workspace allow
     list; ``ask`` is the TUI's question to the person (None in ``wisp ask``,
     where only the config allow list counts); ``transport`` is ``tui`` or
-    ``ask``, recorded in the audit event.
+    ``ask``, recorded in the audit event; ``allow_edits`` is ``wisp ask
+    --allow-edits`` (edits are made without asking).
     """
 
     config: Any
@@ -283,6 +309,9 @@ class Approvals:
     workspace: WorkspaceAllowList = field(default_factory=WorkspaceAllowList)
     ask: AskFunction | None = None
     transport: str = "tui"
+    allow_edits: bool = False
+    #: The files the person allowed edits to for a conversation: ``(conversation, workdir, path)``.
+    edit_grants: set[tuple[int | None, str, str]] = field(default_factory=set)
 
     def config_allow(self, key: str = "tools.run_command.allow") -> list[str]:
         """Config ``key`` (``tools.run_command.allow``, or ``tools.mcp.allow``
@@ -295,6 +324,8 @@ class Approvals:
     async def __call__(self, request: ApprovalRequest) -> Approval:
         """Decide whether ``request`` may run; never raises except
         ``CancelledError`` (which is audited as ``stopped`` first)."""
+        if request.is_edit:
+            return await self._decide_edit(request)
         if request.is_mcp:
             config_list = self.config_allow("tools.mcp.allow")
             workspace_list = self.workspace.tools(request.workdir) if self.ask is not None else []
@@ -361,6 +392,47 @@ class Approvals:
         self._audit(request, decision, lists, error)
         return decision
 
+    def edit_allowed_by(self) -> str | None:
+        """What allows every edit without asking: ``flag`` (``--allow-edits``),
+        ``config`` (``tools.edit_file.allow``), or ``None``."""
+        if self.allow_edits:
+            return "flag"
+        try:
+            return "config" if self.config is not None and self.config.get("tools.edit_file.allow") else None
+        except Exception:
+            return None
+
+    async def _decide_edit(self, request: ApprovalRequest) -> Approval:
+        """The decision on an edit (see the module doc); audited like a command's."""
+        grant = (request.conversation_id, str(request.workdir), request.path or "")
+        standing = self.edit_allowed_by()
+        lists = {"edits": [standing] if standing else [],
+                 "files": sorted(p for c, w, p in self.edit_grants if (c, w) == grant[:2])}
+        error = None
+        if standing is not None:
+            decision = Approval(True, "allow_list", standing, request.path)
+        elif self.ask is not None and grant in self.edit_grants:
+            decision = Approval(True, "allow_list", "conversation", request.path)
+        elif self.ask is None:
+            decision = Approval(False, "needs_approval", "none")
+        else:
+            try:
+                choice, _ = await self.ask(request)
+            except asyncio.CancelledError:
+                self._audit(request, Approval(False, "stopped", "person"), lists)
+                raise
+            except Exception as exc:  # the question itself failed: deny, say why
+                choice, error = "deny", f"asking failed: {exc}"
+            if choice == "once":
+                decision = Approval(True, "once", "person")
+            elif choice == "always":  # this file, for the rest of this conversation
+                self.edit_grants.add(grant)
+                decision = Approval(True, "always", "person", request.path)
+            else:
+                decision = Approval(False, "deny", "person")
+        self._audit(request, decision, lists, error)
+        return decision
+
     def sandboxed(self) -> bool:
         """True when commands run in the sandbox (:func:`wisp.core.tools.sandbox.probe`).
         Without it no allow list is used; the TUI's question and ``wisp ask``'s
@@ -410,6 +482,9 @@ class Approvals:
         if request.is_mcp:
             payload["server"] = request.server
             payload["arguments"] = request.arguments
+        if request.is_edit:
+            payload.update(path=request.path, added=request.added, removed=request.removed,
+                           new_file=request.new_file)
         if request.notice:  # asked without a sandbox
             payload["sandbox"] = "none"
         if error:

@@ -8,10 +8,11 @@ tool exists unbound (issue "One core, built once").
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..memory.verbs import MemoryBinding
 from .base import Tool, ToolRegistry, UnknownTool
+from .edit_file import EditFile
 from .memory import MemoryTool
 from ..tool_names import TOOL_NAMES
 from .read_file import ReadFile
@@ -26,19 +27,24 @@ AVAILABLE: dict[str, type] = {
     "read_file": ReadFile,
     "system_info": SystemInfo,
     "run_command": RunCommand,
+    "edit_file": EditFile,
     "memory": MemoryTool,
 }
 assert tuple(AVAILABLE) == TOOL_NAMES, "core/tool_names.py and tools/registry.py must list the same tools"
 
 
-def build_registry(names: list[str], *, memory: MemoryBinding | None = None,
+def build_registry(names: list[str], *, memory: MemoryBinding | None = None, edits: Any = None,
                    extra: Iterable[Tool] = ()) -> ToolRegistry:
     """A registry of the named tools, in order, then the ``extra`` tools
     (made already, e.g. by an embedding program). ``memory`` is the memory
-    tool's binding, needed when ``names`` has ``memory``.
+    tool's binding, needed when ``names`` has ``memory``; ``edits`` the
+    :class:`~wisp.core.tools.edit_store.EditBook` where ``edit_file`` keeps
+    every edit's bytes, needed when ``names`` has ``edit_file`` (an edit that
+    could not be undone must not be made).
 
     Raises :class:`UnknownTool` naming the tools wisp has when a name is not
-    one, and ``ValueError`` when ``memory`` is named without a binding.
+    one, and ``ValueError`` when ``memory`` or ``edit_file`` is named without
+    what it is made with.
     """
     tools: list[Tool] = []
     for name in names:
@@ -49,6 +55,10 @@ def build_registry(names: list[str], *, memory: MemoryBinding | None = None,
             if memory is None:
                 raise ValueError("the memory tool is made with its session's binding (store, notes, side call)")
             tools.append(MemoryTool(memory))
+        elif cls is EditFile:
+            if edits is None:
+                raise ValueError("edit_file is made with its session's record of edits (an EditBook)")
+            tools.append(EditFile(edits))
         else:
             tools.append(cls())
     tools.extend(extra)

@@ -11,7 +11,8 @@ proxy as an OpenAI-compatible endpoint, and the proxy
   turn's file, written as the prompted protocol's block
   (:func:`wisp.core.model.prompted.render_call`: what wisp reads from a model
   on a server that drops ``tools``, as the embedded one does), without the
-  model;
+  model (or, for a prompt in :attr:`ScriptedReads.calls`, with that tool call: an edit
+  scripted the same way);
 * forwards every other request, unchanged and streamed, to ``upstream`` (the
   real server): the model's answer after wisp's real ``read_file`` ran, every
   side call (the running summary, ``/compact``'s preview, refinement), the
@@ -87,11 +88,13 @@ def _usage(raw: bytes) -> tuple[int | None, int | None, int | None]:
 class ScriptedReads:
     """The proxy (see the module doc). ``upstream`` is the real server's base
     URL; ``reads`` maps a turn's prompt to the path its first request reads
-    (add to it between turns). Use as a context manager, or
+    (add to it between turns), ``calls`` a turn's prompt to any tool call
+    ``(name, arguments)`` its first request makes. Use as a context manager, or
     :meth:`start`/:meth:`stop`; :attr:`base_url` is where wisp points."""
 
     upstream: str
     reads: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     forwarded: list[Forwarded] = field(default_factory=list)
     scripted: int = 0
 
@@ -158,9 +161,12 @@ class ScriptedReads:
                 from wisp.core.context.composer import person_part
 
                 content = person_part(content)
-            path = self.reads.get(content.strip()) if last.get("role") == "user" and isinstance(content, str) else None
-            if path is not None:
-                self._scripted(h, body, path)
+            asked = content.strip() if last.get("role") == "user" and isinstance(content, str) else None
+            if asked is not None and asked in self.reads:
+                self._scripted(h, body, render_call("read_file", {"path": self.reads[asked]}))
+                return
+            if asked is not None and asked in self.calls:
+                self._scripted(h, body, render_call(*self.calls[asked]))
                 return
         started = time.monotonic()
         headers = {k: v for k, v in h.headers.items() if k.lower() in ("content-type", "authorization")}
@@ -186,11 +192,10 @@ class ScriptedReads:
             with self._lock:
                 self.forwarded.append(record)
 
-    def _scripted(self, h: BaseHTTPRequestHandler, body: dict[str, Any], path: str) -> None:
+    def _scripted(self, h: BaseHTTPRequestHandler, body: dict[str, Any], block: str) -> None:
         with self._lock:
             self.scripted += 1
             n = self.scripted
-        block = render_call("read_file", {"path": path})
         model = str(body.get("model") or "")
         head = {"id": f"scripted-{n}", "object": "chat.completion.chunk", "created": 0, "model": model}
         if body.get("stream", True):

@@ -12,7 +12,7 @@ snapshots are accepted again on purpose::
 The fixed paths, port and clocks of :func:`tests.tui.conftest.fixed_place`
 keep a re-run identical. The views: chat (a streamed reply with thinking, a
 tool call and code), the side panels (facts, task, running summary), inspect
-context (F5), the approval modal (with a sandbox and without), ``/memory``,
+context (F5), the approval modal (with a sandbox and without; an edit's diff), ``/memory``,
 ``/compact``'s preview, help (F1) and no endpoint.
 """
 
@@ -152,6 +152,32 @@ def test_approval_modal_without_a_sandbox(snap_compare, fixed_place: FixedPlace,
             await pilot.pause()
 
         assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
+
+
+def test_edit_approval_modal(snap_compare, fixed_place: FixedPlace) -> None:
+    """The model wants to edit a file: the file, the lines added and removed, the diff highlighted;
+    allow once, allow edits to this file for the conversation, or deny."""
+    (fixed_place.workdir / "retry.py").write_text(
+        "import time\n\n\ndef fetch(url, tries=3):\n    for n in range(tries):\n        try:\n"
+        "            return get(url)\n        except OSError:\n            time.sleep(1)\n    raise RuntimeError(url)\n")
+    change = {"path": "retry.py", "edits": [
+        {"search": "def fetch(url, tries=3):", "replace": "def fetch(url, tries=5, wait=0.5):"},
+        {"search": "            time.sleep(1)", "replace": "            time.sleep(wait * 2 ** n)  # back off"}]}
+    with FakeOllama(port=fixed_place.port) as srv:
+        srv.push(reply(text("I'll make the retries back off."), tool_call("edit_file", change, id="call_1"),
+                       finish="tool_calls", usage=(640, 60)),
+                 reply(text("Done."), usage=(720, 4)))
+        app = WispApp(SessionOptions(workdir=fixed_place.workdir, tools=["read_file", "edit_file"]))
+
+        async def steps(pilot: Any) -> None:
+            app.prompt_input.load_text("make fetch() back off between tries")
+            await pilot.press("enter")
+            await until(pilot, lambda: type(app.screen).__name__ == "ApprovalScreen"
+                        and getattr(app.screen, "armed", False), "the approval modal")
+            await pilot.pause()
+
+        assert snap_compare(app, terminal_size=SIZE, run_before=prepared(app, steps))
+        assert "tries=3" in (fixed_place.workdir / "retry.py").read_text()  # nothing before the person's say
 
 
 def test_memory_list(snap_compare, fixed_place: FixedPlace) -> None:

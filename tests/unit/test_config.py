@@ -130,6 +130,8 @@ EXPECTED_DEFAULTS = {
     "tools.run_command.env_pass": [],
     "tools.run_command.network": False,
     "tools.run_command.allow_writes": False,
+    "tools.edit_file.allow": False,
+    "tools.edit_file.max_bytes": 1048576,
     "tools.mcp.allow": [],
     "tools.mcp.timeout_s": 60.0,
     "tools.mcp.start_timeout_s": 30.0,

@@ -120,7 +120,7 @@ async def test_every_owner_keeps_its_own_steps(tmp_path):
     async with await open_store(tmp_path / "w.db") as s:
         done = await s.migrations()
     owners = {k.split(".")[0] for k in done}
-    assert owners == {"store", "context", "episodes"}
+    assert owners == {"store", "context", "episodes", "edits"}
     assert done == {m.key for m in (*MIGRATIONS, *FEATURE_MIGRATIONS)}
     assert all(m.name.startswith("m0") for m in (*MIGRATIONS, *FEATURE_MIGRATIONS))
 

@@ -1,4 +1,4 @@
-"""The approval modal: may this command run? (issue "Tools that act", "Approval").
+"""The approval modal: may this command run, or this edit be made? (issue "Tools that act", "Approval").
 
 Shows the command and the directory it would run in, with three choices:
 
@@ -24,6 +24,15 @@ and its arguments, and **a** always allows that tool in this workspace
 Where commands have no sandbox, the request's ``notice`` (what the core
 says about it: :func:`wisp.core.tools.sandbox.approval_notice`) is shown
 under the command, in the warning colour.
+
+For an edit (``edit_file``: :attr:`ApprovalRequest.is_edit`) it shows the
+change before it happens: the file, the lines added and removed, and the
+unified diff highlighted (pygments' diff lexer, through Rich's ``Syntax``)
+in a scrolling box (Up/Down, PageUp/PageDown, Home/End, or the mouse), its
+control and bidirectional characters shown as escapes
+(:func:`wisp.core.text.shown_diff`) so that no line can hide what it
+changes. **y** allows it once, **a** allows edits to this file for the rest
+of this conversation (``("always", path)``), **n** or **Esc** denies it.
 """
 
 from __future__ import annotations
@@ -32,12 +41,15 @@ import json
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from rich.syntax import Syntax
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Static
 
-from wisp.core.text import shown_command
+from wisp.core.text import shown_command, shown_diff
 from wisp.core.tool_names import mcp_parts
 from wisp.core.tools.approval import ApprovalRequest, is_simple_command, prefix_matches
+
+from wisp.themes import syntax_theme
 
 from .modal import WispModal
 
@@ -55,14 +67,21 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
         Binding("y", "choose('once')", "Allow once"),
         Binding("a", "choose('always')", "Always allow"),
         Binding("n", "choose('deny')", "Deny"),
+        Binding("up", "scroll_diff('up')", "Scroll the diff", show=False),
+        Binding("down", "scroll_diff('down')", "Scroll the diff", show=False),
+        Binding("pageup", "scroll_diff('page_up')", "Page up", show=False),
+        Binding("pagedown", "scroll_diff('page_down')", "Page down", show=False),
+        Binding("home", "scroll_diff('home')", "Top", show=False),
+        Binding("end", "scroll_diff('end')", "Bottom", show=False),
     ]
     BOX_ID = "approval-box"
 
     def __init__(self, request: ApprovalRequest) -> None:
         super().__init__()
         self.request = request
+        self.edit = bool(getattr(request, "is_edit", False))
         self.mcp = bool(getattr(request, "is_mcp", False))
-        self.simple = not self.mcp and is_simple_command(request.command)
+        self.simple = not self.mcp and not self.edit and is_simple_command(request.command)
         self.suggested = request.suggested_prefix if self.simple else ""
         #: "Always" is offered only with a prefix that can stand.
         self.offers_always = self.simple and bool(self.suggested)
@@ -91,7 +110,40 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
             yield Button("Always allow (a)", id="always", variant="primary")
             yield Button("Deny (n, Esc)", id="deny", variant="error")
 
+    def _compose_edit(self) -> ComposeResult:
+        request = self.request
+        verb = "create" if request.new_file else "edit"
+        yield Static(f"⚠ The model wants to {verb} a file", classes="approval-title")
+        added = f"{request.added} line{'' if request.added == 1 else 's'} added"
+        what = f"new file · {added}" if request.new_file else f"{added}, {request.removed} removed"
+        yield Static(f"{shown_command(request.path or '')} · {what}", id="approval-file", markup=False)
+        diff = shown_diff(request.diff or "")
+        yield VerticalScroll(Static(Syntax(diff, "diff", theme=syntax_theme(self.app.current_theme.dark),
+                                           word_wrap=False), id="approval-diff-text"), id="approval-diff")
+        yield Static(f"in {request.workdir}", id="approval-dir", markup=False)
+        lines = diff.count("\n") + 1
+        yield Static(f"({lines} lines of diff: ↑↓ PgUp PgDn scroll it. a: edits to "
+                     f"{shown_command(request.path or '')} are made without asking for the rest of this "
+                     "conversation; each shows in the chat, and /undo takes a turn's edits back)",
+                     id="approval-note", markup=False)
+        yield Static("", id="approval-error", markup=False)
+        with Horizontal(id="approval-buttons"):
+            yield Button("Allow once (y)", id="once", variant="success")
+            yield Button("Allow this file (a)", id="always", variant="primary")
+            yield Button("Deny (n, Esc)", id="deny", variant="error")
+
+    def action_scroll_diff(self, how: str) -> None:
+        """Scroll the diff of an edit (Up, Down, PageUp, PageDown, Home, End)."""
+        if not self.edit:
+            return
+        box = self.query_one("#approval-diff", VerticalScroll)
+        {"up": box.scroll_up, "down": box.scroll_down, "page_up": box.scroll_page_up,
+         "page_down": box.scroll_page_down, "home": box.scroll_home, "end": box.scroll_end}[how](animate=False)
+
     def compose_box(self) -> ComposeResult:
+        if self.edit:
+            yield from self._compose_edit()
+            return
         if self.mcp:
             yield from self._compose_mcp()
             return
@@ -152,6 +204,9 @@ class ApprovalScreen(WispModal[tuple[str, "str | None"]]):
             return
         if choice == "always" and self.mcp:
             self.dismiss(("always", self.request.tool))
+            return
+        if choice == "always" and self.edit:  # this file, for the rest of this conversation
+            self.dismiss(("always", self.request.path))
             return
         if choice == "always":
             if not self.offers_always:

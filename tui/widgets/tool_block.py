@@ -34,6 +34,8 @@ class ToolBlock(Guarded, Collapsible):
     Closed, it is one line: the arguments and the output are made and
     mounted only when it is first opened (issue 12, "Open what is seen"),
     and streamed output is drawn at most :data:`OUTPUT_FRAME_S` apart.
+    An edit's result (``edit_file``: what changed, then the diff) is drawn
+    highlighted as a diff, its control characters shown as escapes.
     """
 
     DEFAULT_CSS = """
@@ -81,8 +83,19 @@ class ToolBlock(Guarded, Collapsible):
     def _body(self) -> Collapsible.Contents:
         """The arguments and the output, made once."""
         self._args = Static(self._args_text, markup=False, classes="tool-args")
-        self._output = Static(self._shown, markup=False, classes="tool-output")
+        self._output = Static(self._drawn(self._shown), markup=False, classes="tool-output")
         return self.Contents(self._args, self._output)
+
+    def _drawn(self, text: str) -> Any:
+        """What the output widget draws of ``text``: an edit's diff highlighted, else the text."""
+        if self.tool_name != "edit_file" or self.running or "\n--- " not in text:
+            return text
+        from rich.syntax import Syntax
+
+        from wisp.core.text import shown_diff
+        from wisp.themes import syntax_theme
+
+        return Syntax(shown_diff(text), "diff", theme=syntax_theme(self.app.current_theme.dark), word_wrap=True)
 
     def _watch_collapsed(self, collapsed: bool) -> None:
         super()._watch_collapsed(collapsed)
@@ -112,7 +125,7 @@ class ToolBlock(Guarded, Collapsible):
             content[:TOOL_PREVIEW_CHARS] + f"\n… {len(content) - TOOL_PREVIEW_CHARS:,} more characters "
             f"(/show entry {entry})")
         if self._output is not None:
-            self._output.update(self._shown)
+            self._output.update(self._drawn(self._shown))
         lines = 0
         if content:
             lines = content.count("\n") + 1
