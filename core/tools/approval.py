@@ -168,6 +168,28 @@ class Approval:
         return out
 
 
+async def ask_approver(ctx: Any, request: "ApprovalRequest", meta: dict[str, Any], *, nobody: str,
+                       stopped: str) -> "Approval | str":
+    """Ask ``ctx.approve`` (a :class:`~wisp.core.tools.base.ToolContext`'s) about
+    ``request``: the one way a tool that acts asks. The decision goes into
+    ``meta["approval"]``. Returns the :class:`Approval`, or, when nothing can
+    be allowed, the line the tool's result gives: ``nobody`` when there is no
+    one to ask (``wisp ask``, a test calling the tool directly), ``stopped``
+    when the turn was stopped while the person was being asked (``meta``
+    then says ``stopped``)."""
+    approve = getattr(ctx, "approve", None)
+    if approve is None:
+        meta["approval"] = {"allowed": False, "choice": "needs_approval", "source": "none"}
+        return nobody
+    try:
+        decision = await approve(request)
+    except asyncio.CancelledError:
+        meta.update(stopped=True, approval={"allowed": False, "choice": "stopped", "source": "person"})
+        return stopped
+    meta["approval"] = decision.to_dict()
+    return decision
+
+
 #: What the TUI's ask function returns: ``("once", None)``, ``("always",
 #: prefix)`` or ``("deny", None)``.
 AskReply = tuple[str, str | None]

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import OutsideWorkdir, confined_path
-from .approval import ApprovalRequest
+from .approval import ApprovalRequest, ask_approver
 from .base import ToolContext, ToolResult
 from .file_write import Changed, HardLinkedFile, NotAFile, read_exactly, replace_checked
 
@@ -588,17 +588,11 @@ class EditFile:
 
     async def _approve(self, request: ApprovalRequest, ctx: ToolContext, meta: dict[str, Any]) -> ToolResult | None:
         """Ask for approval; ``None`` when the edit may be made, else the result that says why not."""
-        approve = getattr(ctx, "approve", None)
-        if approve is None:
-            meta["approval"] = {"allowed": False, "choice": "needs_approval", "source": "none"}
-            return ToolResult("The edit was not made: no one can approve edits here.", ok=False, meta=meta)
-        try:
-            decision = await approve(request)
-        except asyncio.CancelledError:
-            meta.update(stopped=True, approval={"allowed": False, "choice": "stopped", "source": "person"})
-            return ToolResult("The turn was stopped before the person answered; the edit was not made.",
-                              ok=False, meta=meta)
-        meta["approval"] = decision.to_dict()
+        decision = await ask_approver(
+            ctx, request, meta, nobody="The edit was not made: no one can approve edits here.",
+            stopped="The turn was stopped before the person answered; the edit was not made.")
+        if isinstance(decision, str):
+            return ToolResult(decision, ok=False, meta=meta)
         if decision.allowed:
             return None
         if decision.choice == "needs_approval":

@@ -74,7 +74,7 @@ from typing import Any, Callable
 
 from ..config import SCHEMA
 from . import command_rules, sandbox
-from .approval import ApprovalRequest, suggest_prefix
+from .approval import ApprovalRequest, ask_approver, suggest_prefix
 from .base import ToolContext, ToolResult
 from .shell import SHELL, NotSimple, shell_argv, simple_words
 
@@ -258,19 +258,12 @@ class RunCommand:
         meta: dict[str, Any] = {"command": command, "workdir": str(workdir)}
         if not workdir.is_dir():
             return ToolResult(f"error: the working directory {workdir} does not exist", ok=False, meta=meta)
-        approve = getattr(ctx, "approve", None)
-        if approve is None:
-            meta["approval"] = {"allowed": False, "choice": "needs_approval", "source": "none"}
-            return ToolResult("The command did not run: no one can approve commands here.", ok=False,
-                              meta=meta)
         request = ApprovalRequest("run_command", command, workdir, ctx.conversation_id, ctx.turn)
-        try:
-            decision = await approve(request)
-        except asyncio.CancelledError:
-            meta.update(stopped=True, approval={"allowed": False, "choice": "stopped", "source": "person"})
-            return ToolResult("The turn was stopped before the person answered; the command did not run.",
-                              ok=False, meta=meta)
-        meta["approval"] = decision.to_dict()
+        decision = await ask_approver(
+            ctx, request, meta, nobody="The command did not run: no one can approve commands here.",
+            stopped="The turn was stopped before the person answered; the command did not run.")
+        if isinstance(decision, str):
+            return ToolResult(decision, ok=False, meta=meta)
         if not decision.allowed:
             return ToolResult(_refusal(decision.choice, command, ctx, getattr(decision, "reason", None)),
                               ok=False, meta=meta)
