@@ -24,6 +24,20 @@ def _forget_secrets() -> Iterator[None]:
     forget_all()
 
 
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs with a home of its own, asked for or not, as llm and httpx isolate theirs:
+    WISP_HOME, HOME and XDG_DATA_HOME point into a fresh folder beside the test's ``tmp_path``
+    (not in it, so a test that lists ``tmp_path`` sees only its own files), so the real home is
+    never touched whatever a test forgets. A test that needs the home's path asks for
+    :func:`wisp_home`, which lays its own over this one."""
+    base = tmp_path_factory.mktemp("isolated")
+    monkeypatch.setenv("WISP_HOME", str(base / "wisp-home"))
+    monkeypatch.setenv("HOME", str(base / "user"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "user" / "data"))
+    monkeypatch.delenv("WISP_WORKSPACE", raising=False)
+
+
 @pytest.fixture
 def wisp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh WISP_HOME (config, database and audit log inside it); the real home is never touched.

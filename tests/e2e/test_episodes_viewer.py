@@ -154,7 +154,7 @@ def served(viewer_home):
 
 def shot(b: Browser, name: str) -> None:
     """Save the page as screenshots/NAME.png (the viewer's main views, for the README)."""
-    SCREENSHOTS.mkdir(exist_ok=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     data = b.call("Page.captureScreenshot", format="png")["data"]
     (SCREENSHOTS / f"{name}.png").write_bytes(base64.b64decode(data))
 

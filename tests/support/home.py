@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-SCREENSHOTS = ROOT / "screenshots"
+#: Where the tests write their screenshots of the main views: the repository's ``screenshots/``
+#: (shown in README) when WISP_SCREENSHOTS is set, so that a person rewrites them on purpose
+#: (``WISP_SCREENSHOTS=1 python -m pytest tests/tui tests/e2e/test_episodes_viewer.py``); otherwise
+#: a folder of the machine's temporary directory, so that a test run leaves the tree as it was (a
+#: view's pixels follow a port, a temporary path or a time, which no two runs share).
+SCREENSHOTS = (ROOT / "screenshots" if os.environ.get("WISP_SCREENSHOTS")
+               else Path(tempfile.gettempdir()) / f"wisp-screenshots-{os.getuid()}")
 DATA = ROOT / "tests" / "data"
 
 def write_config(home: Path, values: dict) -> Path:

@@ -34,7 +34,7 @@ def texts(app: WispApp, cls) -> list[str]:
 
 
 def screenshot(app: WispApp, name: str) -> Path:
-    SCREENSHOTS.mkdir(exist_ok=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.svg"
     svg = app.export_screenshot()
     # Textual names the SVG's classes with a random number; a stable name keeps
