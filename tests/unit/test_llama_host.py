@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.support.home import require_local
 from wisp.core.model.llama_host import STATUS_PATH, Activity, ActivityMiddleware, rotate_log
 
 
@@ -49,6 +50,7 @@ def test_the_log_is_rotated_in_place(tmp_path: Path) -> None:
 def test_the_prompt_cache_counts_the_logits_it_keeps_and_stays_within_its_bound() -> None:
     """An embedded server was killed for memory (7.2 GB): llama-cpp-python's RAM cache counted only
     llama.cpp's state, not the n_ctx × n_vocab logits each state keeps beside it."""
+    require_local()  # llama-cpp-python's cache classes: the local extra (CI fails rather than skips)
     import numpy as np
     from llama_cpp.llama import LlamaState
     from llama_cpp.llama_cache import LlamaRAMCache

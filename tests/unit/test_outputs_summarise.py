@@ -77,7 +77,9 @@ def test_every_cited_line_is_the_stored_outputs_line(name: str) -> None:
     text = (DATA / name).read_text()
     lines = split_stored_lines(text)
     s = summarise(text, None, budget_tokens=2000)
-    for m in re.finditer(r"^\s*L(\d+):? (.*)$", s.text, re.MULTILINE):
+    cited = list(re.finditer(r"^\s*L(\d+):? (.*)$", s.text, re.MULTILINE))
+    assert cited, s.text  # a summary that cites no line in this form would pass the loop below unread
+    for m in cited:
         number, shown = int(m.group(1)), m.group(2)
         assert 1 <= number <= len(lines)
         if shown.endswith("…"):
