@@ -171,6 +171,11 @@ class WispApp(ConversationActions, Guarded, App[int]):
         yield self._status
 
     @property
+    def turn_running(self) -> bool:
+        """Whether a turn's worker runs now (the one place the screen asks)."""
+        return self.turn_worker is not None and self.turn_worker.is_running
+
+    @property
     def chat(self) -> ChatPane:
         return self._chat
 
@@ -401,7 +406,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
 
             command = command_for(text)
             if command is not None and command.asks_model:  # /compact: its side call must not freeze the screen
-                if self.turn_worker is not None and self.turn_worker.is_running:
+                if self.turn_running:
                     await self.chat.add(Notice(f"/{command.name} waits for the reply to end; press Esc to stop "
                                                "it first.", "warning"))
                     return
@@ -412,7 +417,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
                 return
             await self.show_command_result(text, await run_command(self.session, text))
             return
-        if self.turn_worker is not None and self.turn_worker.is_running:
+        if self.turn_running:
             self.prompt_input.load_text(text)  # the typed prompt stays (issue 16)
             await self.chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
             return
@@ -443,7 +448,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
                                    callback=lambda answer: self.compact_answered(preview, answer))
             return
         await self.chat.add(CommandOutput(f"`{text.strip()}`\n\n{result.text}", error=result.error))
-        if result.reconnect and (self.turn_worker is None or not self.turn_worker.is_running):
+        if result.reconnect and not self.turn_running:
             await self.connect()  # /config set model.…: use the new endpoint or model now
 
     @work(exclusive=True, group="model-command", exit_on_error=False)
@@ -654,7 +659,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
     async def refine_memory(self) -> None:
         """Run episodic memory's refinement once (the work is in core); skipped
         while a reply streams or the session closes, to be tried next time."""
-        busy = self.turn_worker is not None and self.turn_worker.is_running
+        busy = self.turn_running
         if self.session is not None and not self._session_closing and not busy:
             await self.session.refine_memory()
 
@@ -702,7 +707,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
         all (:meth:`show_turns_from_elsewhere`); the timer runs it every
         :data:`FOLLOW_EVERY_S` seconds. Skipped while this window runs a turn
         (it draws its own) or the session closes."""
-        busy = self.turn_worker is not None and self.turn_worker.is_running
+        busy = self.turn_running
         if self.session is not None and not self._session_closing and not busy:
             await self.show_turns_from_elsewhere()
 
@@ -853,7 +858,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
         if self._session_closing:
             return
         self._session_closing = True
-        if self.turn_worker is not None and self.turn_worker.is_running:
+        if self.turn_running and self.turn_worker is not None:
             self.turn_worker.cancel()
             try:
                 await self.turn_worker.wait()

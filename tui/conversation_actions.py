@@ -103,7 +103,7 @@ class ConversationActions(Guarded):
         if result.error or action is None:
             return False
         data = result.data or {}
-        streaming = self.turn_worker is not None and self.turn_worker.is_running  # type: ignore[attr-defined]
+        streaming = self.turn_running  # type: ignore[attr-defined]
         if action == "retry":
             if streaming:
                 await self.chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
@@ -194,7 +194,7 @@ class ConversationActions(Guarded):
         from .widgets.notice import Notice
 
         chat = self.chat  # type: ignore[attr-defined]
-        if self.turn_worker is not None and self.turn_worker.is_running:  # type: ignore[attr-defined]
+        if self.turn_running:  # type: ignore[attr-defined]
             await chat.add(Notice("A reply is still streaming; press Esc to stop it first.", "warning"))
             return
         await chat.reset()
