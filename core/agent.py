@@ -32,7 +32,6 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 from . import events as ev
@@ -47,6 +46,7 @@ from .transactions import to_the_end
 from .streamed import StreamedEntry
 from .tools import ToolContext, ToolRegistry
 from .tools.base import check_arguments
+from .clock import utc_now
 
 #: Below this share of wisp's estimate, a reported prompt count means the
 #: endpoint dropped part of the prompt (issue "wisp runs end to end", "Silent truncation").
@@ -914,7 +914,7 @@ def call_as_written(call: mb.ToolCallRequest) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_now("milliseconds")
 
 
 def truncation_warning(reported: int | None, estimated: int, advice: Callable[[int], str], *,

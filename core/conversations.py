@@ -42,7 +42,6 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from . import __version__
 from .context.facts import FactBook, FactError
 from .context.summary import SummaryBook, turn_ranges
 from .store import StoreError
+from .clock import utc_now
 
 __all__ = [
     "FORMAT",
@@ -109,7 +109,7 @@ def turns_phrase(current: int, earlier: int = 0) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_now()
 
 
 def _books(store: Any, audit: Any) -> tuple[FactBook, SummaryBook]:

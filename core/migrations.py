@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from .transactions import immediate
+from .clock import utc_now
 
 __all__ = ["Migration", "MigrationError", "sql_step", "migrate", "applied_steps", "LEGACY_VERSION", "NAMED_VERSION"]
 
@@ -94,7 +94,7 @@ def sql_step(owner: str, name: str, script: str, *, legacy_version: int | None =
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_now()
 
 
 async def _version(db: Any) -> int:

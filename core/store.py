@@ -39,7 +39,6 @@ import os
 import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable
 
@@ -52,6 +51,7 @@ from .processes import tag_alive, this_process
 from .text import fts_query as _text_fts_query
 from .text import one_line
 from .transactions import immediate, to_the_end
+from .clock import utc_now  # the store's times: UTC ISO 8601 with µs and Z
 
 __all__ = [
     "MIGRATIONS",
@@ -257,11 +257,6 @@ def fits(params: Iterable[Any]) -> bool:
     (``/show entry 99999999999999999999999``: issue "Nothing runs, leaks,
     hangs or is lost that shouldn't be", "Nothing crashes")."""
     return all(SQLITE_INT_MIN <= p <= SQLITE_INT_MAX for p in params if isinstance(p, int))
-
-
-def utc_now() -> str:
-    """The current time as the store writes it: UTC ISO 8601 with µs and ``Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _owner() -> str:

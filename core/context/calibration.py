@@ -37,8 +37,8 @@ to that count's ratio (and the moving average goes on as before).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
+from ..clock import utc_now
 
 __all__ = ["Calibration", "CalibrationState", "ALPHA", "MIN_ESTIMATE", "MIN_RATIO", "MAX_RATIO"]
 
@@ -51,7 +51,7 @@ TRUST_SAMPLES = 5
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_now()
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from typing import Any, Iterable
 
 from .. import events as ev
 from ..store import fits
+from ..clock import utc_now
 
 __all__ = [
     "SUBJECTS",
@@ -122,7 +123,7 @@ def local_time(iso: str | None) -> str:
 
 
 def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_now()
 
 
 @dataclass(frozen=True)

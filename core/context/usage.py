@@ -14,8 +14,8 @@ show the last turn's beside the next request's size
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
+from ..clock import utc_now
 
 __all__ = ["TurnUsage", "UsageBook", "USAGE_SQL"]
 
@@ -80,7 +80,7 @@ class UsageBook:
                 " prompt_tokens = excluded.prompt_tokens, cached_tokens = excluded.cached_tokens,"
                 " evaluated_tokens = turn_usage.evaluated_tokens + excluded.evaluated_tokens,"
                 " updated_at = excluded.updated_at",
-                (conversation, turn, prompt, cached, evaluated, datetime.now(timezone.utc).isoformat()))
+                (conversation, turn, prompt, cached, evaluated, utc_now()))
 
     async def turns(self, conversation: int) -> list[TurnUsage]:
         """Every turn's figures, oldest first."""

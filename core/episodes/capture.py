@@ -39,6 +39,7 @@ from typing import Any
 
 from ..store import RECOVERED_ERROR
 from .dates import parse_utc, utc_text
+from ..clock import utc_now
 
 __all__ = [
     "MAX_TEXT_BYTES", "OUTCOMES", "Exchange", "cap_text", "outcome_for", "project_name",
@@ -84,7 +85,7 @@ class Exchange:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_now()
 
 
 def cap_text(text: str, limit: int = MAX_TEXT_BYTES) -> tuple[str, int, bool]:
@@ -214,7 +215,7 @@ async def finalize_pending(store: Any, now: datetime | None = None) -> int:
     ended more than :data:`PENDING_GRACE` ago. Returns how many changed."""
 
     now = now or datetime.now(timezone.utc)
-    cutoff = (now - PENDING_GRACE).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    cutoff = utc_text(now - PENDING_GRACE)
     async with store.db.execute("SELECT id, turn_id FROM episode_exchanges WHERE outcome IS NULL") as cur:
         pending = list(await cur.fetchall())
     endings = await store.turn_endings(t for _, t in pending if t is not None)

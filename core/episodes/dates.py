@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
 from ..timezones import TimezoneError, check_timezone, zone
+from ..clock import utc_text  # an aware datetime as the store writes times (re-exported)
 
 __all__ = [
     "DateError", "UTC", "check_timezone", "memory_timezone", "local_timezone", "zone_name",
@@ -137,13 +138,6 @@ def _offset_text(off: timedelta) -> str:
 
 
 # --- instants ------------------------------------------------------------------
-
-
-def utc_text(dt: datetime) -> str:
-    """An aware datetime as the store writes times: UTC, µs, ``Z``."""
-    if dt.tzinfo is None:
-        raise ValueError("a naive datetime has no instant; attach its zone first")
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_utc(text: str) -> datetime:

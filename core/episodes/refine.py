@@ -63,6 +63,7 @@ from ..streamed import recover_open_turns
 from .capture import finalize_pending, memory_enabled
 from .dates import format_local, memory_timezone
 from .ids import format_memory_id, next_memory_number
+from ..clock import utc_text
 
 __all__ = [
     "REFINE_INTERVAL_S", "MAX_BATCH_EXCHANGES", "EXCERPT_BYTES", "MAX_BATCH_BYTES", "MAX_SUMMARY_CHARS",
@@ -142,7 +143,7 @@ def _now_dt() -> datetime:
 
 
 def _now() -> str:
-    return _now_dt().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_text(_now_dt())
 
 
 # --- batches --------------------------------------------------------------------
@@ -530,7 +531,7 @@ def _owner_gone(owner: str) -> bool:
 async def _release_stale(db: Any, now: datetime) -> int:
     """Inside a write transaction: release claims whose owner is gone or
     whose lease ran out; returns how many."""
-    cutoff = (now - CLAIM_LEASE).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    cutoff = utc_text(now - CLAIM_LEASE)
     async with db.execute("SELECT id, owner, claimed_at FROM episode_batches WHERE state = 'claimed'") as cur:
         rows = list(await cur.fetchall())
     stale = [bid for bid, owner, claimed_at in rows if claimed_at < cutoff or _owner_gone(owner)]

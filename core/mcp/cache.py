@@ -17,12 +17,12 @@ rewritten: it is only a cache.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..paths import atomic_write_private
 from .connection import RemoteTool
+from ..clock import utc_now
 
 __all__ = ["ToolCache"]
 
@@ -64,7 +64,7 @@ class ToolCache:
         cannot be written only means the server is listed again next time."""
         data = self._read()
         new = {"fingerprint": fingerprint,
-               "listed_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+               "listed_at": utc_now("seconds"),
                "tools": [t.to_dict() for t in tools]}
         old = data["servers"].get(server)
         if isinstance(old, dict) and old.get("tools") == new["tools"] and old.get("fingerprint") == fingerprint:

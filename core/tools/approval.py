@@ -63,13 +63,13 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ..paths import atomic_write_private, wisp_home
 from . import command_rules
 from .shell import NotSimple, is_simple_command, simple_command_words, simple_words
+from ..clock import utc_now
 
 __all__ = ["ApprovalRequest", "Approval", "Approvals", "WorkspaceAllowList", "suggest_prefix",
            "prefix_matches", "is_simple_command", "simple_words", "NotSimple", "CHOICES"]
@@ -515,4 +515,4 @@ class Approvals:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return utc_now("seconds")

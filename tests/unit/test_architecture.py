@@ -28,7 +28,7 @@ FORBIDDEN = [
 
 #: core's parts from the bottom up; a part may import only parts on its own level or below.
 LAYERS = [
-    {"tokens", "sidecall", "events", "paths", "transactions", "migrations", "command_base", "tool_names", "timezones",
+    {"tokens", "sidecall", "events", "paths", "transactions", "migrations", "command_base", "tool_names", "timezones", "clock",
      "text", "mcp_config", "processes", "statements", "collector", "redact", "messages"},
     {"audit", "store", "streamed", "outputs"},
     {"config"},
