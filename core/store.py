@@ -40,7 +40,7 @@ import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Iterable, Iterator
 
 import aiosqlite
 
@@ -52,6 +52,20 @@ from .text import fts_query as _text_fts_query
 from .text import one_line
 from .transactions import immediate, to_the_end
 from .clock import utc_now  # the store's times: UTC ISO 8601 with µs and Z
+
+#: The most values one ``IN (…)`` list binds. SQLite refused more than 999 bound parameters a
+#: statement before 3.32, and some builds still do; 500 leaves room for a query's other parameters.
+IN_LIST_MAX = 500
+
+
+def in_chunks(values: Iterable[Any]) -> Iterator[tuple[list[Any], str]]:
+    """``values`` in runs of at most :data:`IN_LIST_MAX`, each with its marks
+    (``"?,?,?"``) for a ``WHERE id IN ({marks})``: the one rule for a list of
+    ids too long for one statement."""
+    items = list(values)
+    for i in range(0, len(items), IN_LIST_MAX):
+        chunk = items[i:i + IN_LIST_MAX]
+        yield chunk, ",".join("?" * len(chunk))
 
 __all__ = [
     "MIGRATIONS",
@@ -1134,9 +1148,7 @@ class Store:
         created_at)``; a turn that is gone is left out."""
         ids = sorted({int(t) for t in turn_ids})
         out: dict[int, tuple[str, str | None, str | None, str | None]] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in in_chunks(ids):
             rows = await self._all(
                 f"SELECT t.id, t.state, t.ended_at, t.error,"
                 f" (SELECT MAX(e.created_at) FROM entries e WHERE e.turn_id = t.id)"
@@ -1354,9 +1366,7 @@ class Store:
         order asked. One query per 500 ids."""
         ids = list(dict.fromkeys(turn_ids))
         out: dict[int, list[Entry]] = {t: [] for t in ids}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in in_chunks(ids):
             rows = await self._all(
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE turn_id IN ({marks})"
                 " ORDER BY turn_id, number",

@@ -17,16 +17,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..clock import utc_text
 from ..sidecall import SHAPE_FORMS
 
 __all__ = ["ShapeBook", "SHAPE_TTL"]
 
 #: A remembered form is trusted this long.
 SHAPE_TTL = timedelta(days=30)
-
-
-def _stamp(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class ShapeBook:
@@ -39,7 +36,7 @@ class ShapeBook:
     async def get(self, endpoint: str, model: str) -> str | None:
         """The form remembered for ``endpoint`` (its base URL) and ``model``,
         or ``None`` (none, an unknown form, or older than :data:`SHAPE_TTL`)."""
-        cutoff = _stamp(datetime.now(timezone.utc) - SHAPE_TTL)
+        cutoff = utc_text(datetime.now(timezone.utc) - SHAPE_TTL)
         row = next(iter(await self.store.db.execute_fetchall(
             "SELECT form FROM side_call_shapes WHERE endpoint = ? AND model = ? AND updated_at >= ?",
             (endpoint, model, cutoff))), None)
@@ -55,7 +52,7 @@ class ShapeBook:
                 "INSERT INTO side_call_shapes (endpoint, model, form, reason, updated_at) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (endpoint, model) DO UPDATE SET form = excluded.form, reason = excluded.reason,"
                 " updated_at = excluded.updated_at",
-                (endpoint, model, form, reason[:500], _stamp(datetime.now(timezone.utc))))
+                (endpoint, model, form, reason[:500], utc_text(datetime.now(timezone.utc))))
 
     async def all(self) -> list[dict[str, Any]]:
         """Every remembered form, newest first, as dicts (endpoint, model, form, reason, updated_at)."""

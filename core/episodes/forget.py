@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..store import in_chunks
 from .ids import format_memory_id
 from .query import Memory, SourceExchange, _EX_COLS, _MEM_COLS, _exchange, _memory
 
@@ -42,10 +43,8 @@ class ForgetScope:
 
 async def _ids(db: Any, sql: str, ids: set[int]) -> set[int]:
     out: set[int] = set()
-    items = sorted(ids)
-    for i in range(0, len(items), 500):
-        chunk = items[i:i + 500]
-        async with db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk) as cur:
+    for chunk, marks in in_chunks(sorted(ids)):
+        async with db.execute(sql.format(marks=marks), chunk) as cur:
             out.update(r[0] for r in await cur.fetchall())
     return out
 
@@ -76,19 +75,13 @@ async def forget_scope(db: Any, number: int) -> ForgetScope | None:
     mems, exs = await _closure(db, number)
     scope = ForgetScope(number)
     rows: list[Any] = []
-    items = sorted(mems)
-    for i in range(0, len(items), 500):
-        chunk = items[i:i + 500]
-        async with db.execute(f"SELECT {_MEM_COLS} FROM episode_memories m WHERE m.id IN "
-                              f"({','.join('?' * len(chunk))})", chunk) as cur:
+    for chunk, marks in in_chunks(sorted(mems)):
+        async with db.execute(f"SELECT {_MEM_COLS} FROM episode_memories m WHERE m.id IN ({marks})", chunk) as cur:
             rows.extend(await cur.fetchall())
     scope.memories = sorted((_memory(r) for r in rows), key=lambda m: (m.event_at, m.number))
     rows = []
-    items = sorted(exs)
-    for i in range(0, len(items), 500):
-        chunk = items[i:i + 500]
-        async with db.execute(f"SELECT {_EX_COLS} FROM episode_exchanges x WHERE x.id IN "
-                              f"({','.join('?' * len(chunk))})", chunk) as cur:
+    for chunk, marks in in_chunks(sorted(exs)):
+        async with db.execute(f"SELECT {_EX_COLS} FROM episode_exchanges x WHERE x.id IN ({marks})", chunk) as cur:
             rows.extend(await cur.fetchall())
     scope.exchanges = sorted((_exchange(r) for r in rows), key=lambda x: (x.requested_at, x.id))
     return scope
@@ -106,10 +99,8 @@ async def forget(store: Any, number: int) -> ForgetScope | None:
             return None
         mem_ids = [m.number for m in scope.memories]
         ex_ids = [x.id for x in scope.exchanges]
-        for i in range(0, len(mem_ids), 500):
-            chunk = mem_ids[i:i + 500]
-            await db.execute(f"DELETE FROM episode_memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-        for i in range(0, len(ex_ids), 500):
-            chunk = ex_ids[i:i + 500]
-            await db.execute(f"DELETE FROM episode_exchanges WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        for chunk, marks in in_chunks(mem_ids):
+            await db.execute(f"DELETE FROM episode_memories WHERE id IN ({marks})", chunk)
+        for chunk, marks in in_chunks(ex_ids):
+            await db.execute(f"DELETE FROM episode_exchanges WHERE id IN ({marks})", chunk)
     return scope

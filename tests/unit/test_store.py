@@ -471,3 +471,14 @@ async def test_recover_leaves_a_live_process_alone(store):
         proc.kill()
         proc.wait()
     assert await store.recover_open_turns() == [live.id]
+
+
+def test_a_long_id_list_is_bound_in_runs_the_database_accepts() -> None:
+    """One rule for lists too long for one ``IN (…)``: runs of at most IN_LIST_MAX, each with its marks."""
+    from wisp.core.store import IN_LIST_MAX, in_chunks
+
+    runs = list(in_chunks(range(2 * IN_LIST_MAX + 1)))
+    assert [len(c) for c, _ in runs] == [IN_LIST_MAX, IN_LIST_MAX, 1]
+    assert all(m.count("?") == len(c) for c, m in runs)
+    assert [x for c, _ in runs for x in c] == list(range(2 * IN_LIST_MAX + 1))
+    assert list(in_chunks([])) == []
