@@ -56,7 +56,7 @@ __all__ = [
     "PROFILE_FIELDS",
     "Profile",
     "THEME_WORDS",
-    "WISP_THEMES",
+    "WISP_THEME_NAMES",
     "TEXTUAL_THEMES",
     "theme_names",
     "Config",
@@ -271,7 +271,7 @@ def _check_timezone(value: str) -> str | None:
 #: picks one from the terminal's background (issue 16, "Themes").
 THEME_WORDS = ("dark", "light", "auto")
 #: wisp's own themes, dark and light (defined in :mod:`wisp.themes`).
-WISP_THEMES = ("wisp", "wisp-light")
+WISP_THEME_NAMES = ("wisp", "wisp-light")
 #: The themes Textual ships (``textual.theme.BUILTIN_THEMES``), named here so
 #: that core can check a name without importing Textual; a test keeps the
 #: two lists the same.
@@ -285,7 +285,7 @@ TEXTUAL_THEMES = (
 
 def theme_names() -> list[str]:
     """Every name ``ui.theme`` takes: the words, wisp's themes, Textual's."""
-    return [*THEME_WORDS, *WISP_THEMES, *TEXTUAL_THEMES]
+    return [*THEME_WORDS, *WISP_THEME_NAMES, *TEXTUAL_THEMES]
 
 
 def _check_theme(value: str) -> str | None:

@@ -48,7 +48,7 @@ from .audit import AuditRef
 from .migrations import Migration, MigrationError, applied_steps, migrate, sql_step
 from .paths import create_private_file, ensure_private_dir
 from .processes import tag_alive, this_process
-from .text import fts_query as _text_fts_query
+from .text import fts_query  # the one quoting rule of search text (re-exported)
 from .text import one_line
 from .transactions import immediate, to_the_end
 from .clock import utc_now  # the store's times: UTC ISO 8601 with µs and Z
@@ -443,15 +443,6 @@ class SearchHit:
         return {"conversation": self.conversation_id, "title": self.title, "turn": self.turn,
                 "entry": self.entry, "kind": self.kind, "date": self.created_at, "snippet": self.snippet,
                 "current": self.current, "superseded_by": self.superseded_by, "tool": self.tool_name}
-
-
-def fts_query(text: str, *, any_word: bool = False, prefix: bool = True) -> str:
-    """A search text as the store's FTS5 query: each word a quoted prefix
-    term (``"retr"*``; a whole word without ``prefix``), all of them
-    required (with ``any_word``, one of them); ``""`` when there is no word.
-    The one quoting rule, :func:`wisp.core.text.fts_query`: no search text
-    is a syntax error."""
-    return _text_fts_query(text, prefix=prefix, any_word=any_word)
 
 
 _CONV_COLS = "id, title, workdir, model, endpoint, created_at, updated_at"

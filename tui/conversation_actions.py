@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wisp.core.config import WISP_THEMES as WISP_THEME_NAMES
+from wisp.core.config import WISP_THEME_NAMES
 from wisp.themes import WISP_THEMES, resolve_theme
 
 from .guard import Guarded

@@ -31,7 +31,7 @@ from .ids import format_memory_id
 
 __all__ = [
     "DEFAULT_LIMIT", "MAX_LIMIT", "PREVIEW_CHARS", "QueryError", "MemoryFilter", "Memory",
-    "SourceExchange", "Page", "Status", "fts_query", "find_memories", "get_memory", "memory_sources",
+    "SourceExchange", "Page", "Status", "memory_search_query", "find_memories", "get_memory", "memory_sources",
     "list_workspaces", "find_memories_sync", "get_memory_sync", "memory_sources_sync",
     "list_workspaces_sync", "check_paging", "preview",
 ]
@@ -183,7 +183,7 @@ def _number(value: int) -> str:
     return text
 
 
-def fts_query(text: str) -> str:
+def memory_search_query(text: str) -> str:
     """Search words as an FTS5 query: every word must match (stemmed), in any
     order; the one quoting rule of :func:`wisp.core.text.fts_query` (words
     quoted, so FTS syntax in the text, ``OR``, ``*``, ``:``, quotes, is read
@@ -212,7 +212,7 @@ def _where(f: MemoryFilter) -> tuple[str, list[Any]]:
     params: list[Any] = []
     if f.text is not None:
         clauses.append("m.id IN (SELECT rowid FROM episode_memories_fts WHERE episode_memories_fts MATCH ?)")
-        params.append(fts_query(f.text))
+        params.append(memory_search_query(f.text))
     if f.workspace is not None:
         clauses.append("m.workspace = ?")
         params.append(f.workspace)
@@ -384,6 +384,6 @@ def make_filter(tz: Any, *, workspace: str | None = None, all_workspaces: bool =
         raise DateError(f"--since ({since}) must be before --until ({until}): the start is included, "
                         "the end excluded")
     if text is not None:
-        fts_query(text)  # a search with no word is refused here, before any query
+        memory_search_query(text)  # a search with no word is refused here, before any query
     return MemoryFilter(workspace=ws, transport=transport or None, channel=channel or None, since=s, until=u,
                         text=text, limit=lim, offset=off)

@@ -11,7 +11,7 @@ import pytest
 from wisp.core.database import open_store
 from wisp.core.episodes.forget import forget, forget_scope
 from wisp.core.episodes.ids import MemoryIdError, format_memory_id, parse_memory_id
-from wisp.core.episodes.query import (MemoryFilter, QueryError, find_memories, fts_query, get_memory,
+from wisp.core.episodes.query import (MemoryFilter, QueryError, find_memories, memory_search_query, get_memory,
                                       make_filter, memory_sources)
 from wisp.core.store import Store
 from tests.support.episodes_util import add_exchange, add_memory
@@ -134,7 +134,7 @@ async def test_search_is_fts_over_summaries_only_with_stemming(store: Store) -> 
     assert await nums("milk*") == ([ids["milk"]], 1)
     with pytest.raises(QueryError):
         make_filter(LONDON, text="  ,,, ", env={})
-    assert fts_query('a "b') == '"a" "b"'
+    assert memory_search_query('a "b') == '"a" "b"'
 
 
 @pytest.mark.parametrize("limit, offset", [(0, 0), (101, 0), (20, -1), ("x", 0)])
