@@ -248,7 +248,7 @@ async def rewrite_once(client: httpx.AsyncClient, url: str, prompt: str, tools: 
                        max_tokens: int, follow_up: bool = True) -> dict[str, Any]:
     """wisp's own path: ToolModeEndpoint over the OpenAI endpoint, with malformed blocks
     written again under the call-only grammar."""
-    from wisp.core.model.base import ChatOptions, TextDelta, ToolCallRequest
+    from wisp.core.model.base import ChatOptions, StreamText, ToolCallRequest
     from wisp.core.model.openai import OpenAIEndpoint
     from wisp.core.model.tool_modes import ToolModeEndpoint
 
@@ -262,7 +262,7 @@ async def rewrite_once(client: httpx.AsyncClient, url: str, prompt: str, tools: 
         events = [e async for e in endpoint.stream_chat(neutral, tools, options)]
         elapsed = time.monotonic() - started
         calls = [(e.name, e.arguments, e.raw_arguments, e.id) for e in events if isinstance(e, ToolCallRequest)]
-        shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+        shown = "".join(e.text for e in events if isinstance(e, StreamText))
         after = None
         if calls and follow_up:
             name, args, _, call_id = calls[0]
@@ -271,7 +271,7 @@ async def rewrite_once(client: httpx.AsyncClient, url: str, prompt: str, tools: 
                 {"role": "tool", "tool_call_id": call_id, "name": name, "content": FAKE_RESULTS.get(name, "ok")},
             ]
             events2 = [e async for e in endpoint.stream_chat(follow, tools, options)]
-            after = bool("".join(e.text for e in events2 if isinstance(e, TextDelta)).strip()) and not any(
+            after = bool("".join(e.text for e in events2 if isinstance(e, StreamText)).strip()) and not any(
                 isinstance(e, ToolCallRequest) for e in events2)
     finally:
         await endpoint.aclose()

@@ -174,7 +174,7 @@ class _Step:
     thinking: list[str] = field(default_factory=list)
     calls: list[mb.ToolCallRequest] = field(default_factory=list)
     done_reason: str | None = None
-    usage: mb.Usage | None = None
+    usage: mb.StreamUsage | None = None
     #: The step's reply and thinking entries, written as they stream (None before their first piece).
     reply: StreamedEntry | None = None
     thought: StreamedEntry | None = None
@@ -366,8 +366,8 @@ class Agent:
                     stream = endpoint.stream_chat(messages, schemas, options)
                     try:
                         async for item in stream:
-                            if isinstance(item, (mb.TextDelta, mb.ThinkingDelta)):
-                                kind = "reply" if isinstance(item, mb.TextDelta) else "thinking"
+                            if isinstance(item, (mb.StreamText, mb.StreamThinking)):
+                                kind = "reply" if isinstance(item, mb.StreamText) else "thinking"
                                 await step.take(kind, item.text, self.store, conversation, turn.id)
                                 yield ev.TextDelta(item.text) if kind == "reply" else ev.ThinkingDelta(item.text)
                                 found = watches[kind].feed(item.text)
@@ -376,7 +376,7 @@ class Agent:
                                     break
                             elif isinstance(item, mb.ToolCallRequest):
                                 step.calls.append(item)
-                            elif isinstance(item, mb.Usage):
+                            elif isinstance(item, mb.StreamUsage):
                                 step.usage = item
                                 prompt_tokens = item.prompt_tokens
                                 completion_tokens = item.completion_tokens

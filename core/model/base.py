@@ -41,14 +41,14 @@ PROBE_TOOL: ToolSchema = {"type": "function", "function": {
 
 
 @dataclass(frozen=True)
-class TextDelta:
+class StreamText:
     """A piece of the reply's visible text."""
 
     text: str
 
 
 @dataclass(frozen=True)
-class ThinkingDelta:
+class StreamThinking:
     """A piece of the model's reasoning, never part of the reply.
 
     Comes from Ollama's ``message.thinking``, OpenAI-compatible
@@ -74,7 +74,7 @@ class ToolCallRequest:
 
 
 @dataclass(frozen=True)
-class Usage:
+class StreamUsage:
     """Token counts the endpoint reported for one request (tokens).
 
     ``cached_tokens`` is how many of the prompt tokens the server took from
@@ -148,7 +148,7 @@ class Done:
     reason: str
 
 
-StreamEvent = Union[TextDelta, ThinkingDelta, ToolCallRequest, Usage, Waiting, KeepAlive, Done]
+StreamEvent = Union[StreamText, StreamThinking, ToolCallRequest, StreamUsage, Waiting, KeepAlive, Done]
 
 
 @dataclass

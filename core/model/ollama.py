@@ -46,10 +46,10 @@ from .base import (
     Message,
     StreamErrorObject,
     StreamEvent,
-    ThinkingDelta,
+    StreamThinking,
     ToolCallRequest,
     ToolSchema,
-    Usage,
+    StreamUsage,
     Waiting,
 )
 from .thinking import ThinkSplitter
@@ -239,8 +239,8 @@ class OllamaEndpoint(HttpEndpoint):
         """Stream one reply from ``POST /api/chat``.
 
         Yields ``Waiting`` (503 pauses), ``KeepAlive`` (blank lines while the
-        reply is held open), ``TextDelta``, ``ThinkingDelta``,
-        ``ToolCallRequest`` (each with an id; Ollama sends none), then ``Usage``
+        reply is held open), ``TextDelta``, ``StreamThinking``,
+        ``ToolCallRequest`` (each with an id; Ollama sends none), then ``StreamUsage``
         and ``Done`` (``reason`` from ``done_reason``; ``"tool_calls"`` when the
         reply asked for tools and the server said ``stop``).
 
@@ -303,7 +303,7 @@ class OllamaEndpoint(HttpEndpoint):
                 raise MalformedStream(f"Ollama at {self.base_url} sent a message that is not an object. Try again.")
             thinking = msg.get("thinking")
             if thinking:
-                yield ThinkingDelta(str(thinking))
+                yield StreamThinking(str(thinking))
             content = msg.get("content")
             if content:
                 for event in splitter.feed(str(content)):
@@ -321,7 +321,7 @@ class OllamaEndpoint(HttpEndpoint):
             if obj.get("done"):
                 for event in splitter.flush():
                     yield event
-                yield Usage(
+                yield StreamUsage(
                     prompt_tokens=clamp_count(obj.get("prompt_eval_count")),
                     completion_tokens=clamp_count(obj.get("eval_count")),
                 )

@@ -76,10 +76,10 @@ from .base import (
     ServerError,
     StreamErrorObject,
     StreamEvent,
-    ThinkingDelta,
+    StreamThinking,
     ToolCallRequest,
     ToolSchema,
-    Usage,
+    StreamUsage,
     Waiting,
 )
 from .thinking import ThinkSplitter
@@ -404,9 +404,9 @@ class OpenAIEndpoint(HttpEndpoint):
         """Stream one reply from ``POST /v1/chat/completions``.
 
         Yields ``Waiting`` (503 pauses), ``KeepAlive`` (SSE comments while the
-        reply is held open), ``TextDelta``, ``ThinkingDelta``
+        reply is held open), ``TextDelta``, ``StreamThinking``
         (``delta.reasoning_content``, ``delta.reasoning`` or ``<think>`` in the
-        content), whole ``ToolCallRequest`` objects, ``Usage`` (the last one
+        content), whole ``ToolCallRequest`` objects, ``StreamUsage`` (the last one
         reported, right before the end; absent if the server sent none), then ``Done``
         (``reason`` from ``finish_reason``: ``"length"`` means cut).
 
@@ -468,7 +468,7 @@ class OpenAIEndpoint(HttpEndpoint):
         at_index: dict[int, _PendingCall] = {}  # the call being built at each index
         finish: str | None = None
         event_type = ""  # the last SSE ``event:`` field: ``error`` makes the next data an error
-        usage: Usage | None = None  # the last one seen (some servers send one per chunk)
+        usage: StreamUsage | None = None  # the last one seen (some servers send one per chunk)
         saw_tool_call = False
 
         def complete_calls() -> list[ToolCallRequest]:
@@ -558,7 +558,7 @@ class OpenAIEndpoint(HttpEndpoint):
                 for key in ("reasoning_content", "reasoning"):
                     value = delta.get(key)
                     if isinstance(value, str) and value:
-                        yield ThinkingDelta(value)
+                        yield StreamThinking(value)
                 content = delta.get("content")
                 if isinstance(content, str) and content:
                     for event in splitter.feed(content):
@@ -626,7 +626,7 @@ class OpenAIEndpoint(HttpEndpoint):
         message = choice.get("message") or {}
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
-            yield ThinkingDelta(reasoning)
+            yield StreamThinking(reasoning)
         splitter = ThinkSplitter()
         for event in splitter.feed(str(message.get("content") or "")) + splitter.flush():
             yield event
@@ -648,8 +648,8 @@ class OpenAIEndpoint(HttpEndpoint):
         yield Done(reason)
 
 
-def usage_of(obj: Any) -> Usage | None:
-    """The :class:`Usage` in a chunk or reply: ``usage.prompt_tokens``,
+def usage_of(obj: Any) -> StreamUsage | None:
+    """The :class:`StreamUsage` in a chunk or reply: ``usage.prompt_tokens``,
     ``completion_tokens`` and ``prompt_tokens_details.cached_tokens`` (OpenAI's
     shape, which the embedded server sends too), or llama.cpp's ``timings``
     (``prompt_n`` evaluated + ``cache_n`` cached, ``predicted_n``). ``None``
@@ -663,11 +663,11 @@ def usage_of(obj: Any) -> Usage | None:
         details = reported.get("prompt_tokens_details")
         if isinstance(details, dict) and details.get("cached_tokens") is not None:
             cached = clamp_count(details.get("cached_tokens"))
-        return Usage(clamp_count(reported.get("prompt_tokens")), clamp_count(reported.get("completion_tokens")),
+        return StreamUsage(clamp_count(reported.get("prompt_tokens")), clamp_count(reported.get("completion_tokens")),
                      cached)
     if timings and timings.get("prompt_n") is not None:
         evaluated = clamp_count(timings.get("prompt_n")) or 0
-        return Usage(evaluated + (cached or 0), clamp_count(timings.get("predicted_n")), cached)
+        return StreamUsage(evaluated + (cached or 0), clamp_count(timings.get("predicted_n")), cached)
     return None
 
 

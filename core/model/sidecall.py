@@ -111,7 +111,7 @@ class ShapeForms:
 async def _stream_text(endpoint: mb.Endpoint, messages: list[Message], options: mb.ChatOptions) -> str:
     parts: list[str] = []
     async for item in endpoint.stream_chat(messages, None, options):
-        if isinstance(item, mb.TextDelta):
+        if isinstance(item, mb.StreamText):
             parts.append(item.text)
     return "".join(parts).strip()
 

@@ -9,14 +9,14 @@ Usage::
 
     splitter = ThinkSplitter()
     for chunk in chunks:
-        for event in splitter.feed(chunk):   # TextDelta | ThinkingDelta
+        for event in splitter.feed(chunk):   # StreamText | StreamThinking
             ...
     for event in splitter.flush():           # at the end of the stream
         ...
 
 Rules (kept deliberately small):
 
-* text outside the tags is :class:`TextDelta`, text inside is :class:`ThinkingDelta`;
+* text outside the tags is :class:`StreamText`, text inside is :class:`StreamThinking`;
 * tags do not nest; a ``<think>`` inside thinking is plain thinking text;
 * whitespace right after ``</think>`` (the blank line models put before the
   answer) is dropped, so the reply does not start with empty lines;
@@ -28,7 +28,7 @@ The result never depends on how the input was split into chunks.
 
 from __future__ import annotations
 
-from .base import TextDelta, ThinkingDelta
+from .base import StreamText, StreamThinking
 
 
 def after_tag(text: str, stripping: bool) -> tuple[str, bool]:
@@ -67,12 +67,12 @@ class ThinkSplitter:
         self._buf = ""
         self._strip_ws = False  # just after </think>: drop leading whitespace
 
-    def feed(self, chunk: str) -> list[TextDelta | ThinkingDelta]:
+    def feed(self, chunk: str) -> list[StreamText | StreamThinking]:
         """Take the next piece of content; return the events it completes (maybe none)."""
         if not chunk:
             return []
         self._buf += chunk
-        out: list[TextDelta | ThinkingDelta] = []
+        out: list[StreamText | StreamThinking] = []
         while self._buf:
             tag = CLOSE_TAG if self.in_thinking else OPEN_TAG
             idx = self._buf.find(tag)
@@ -88,29 +88,29 @@ class ThinkSplitter:
             break
         return out
 
-    def flush(self) -> list[TextDelta | ThinkingDelta]:
+    def flush(self) -> list[StreamText | StreamThinking]:
         """End of stream: release whatever is held back. The splitter is reset afterwards."""
-        out: list[TextDelta | ThinkingDelta] = []
+        out: list[StreamText | StreamThinking] = []
         self._emit(self._buf, out)
         self._buf = ""
         self.in_thinking = False
         self._strip_ws = False
         return out
 
-    def _emit(self, text: str, out: list[TextDelta | ThinkingDelta]) -> None:
+    def _emit(self, text: str, out: list[StreamText | StreamThinking]) -> None:
         if self.in_thinking:
             if text:
-                out.append(ThinkingDelta(text))
+                out.append(StreamThinking(text))
             return
         text, self._strip_ws = after_tag(text, self._strip_ws)
         if text:
-            out.append(TextDelta(text))
+            out.append(StreamText(text))
 
 
 def split_thinking(text: str) -> tuple[str, str]:
     """Split a whole string at once: returns ``(reply_text, thinking_text)``."""
     splitter = ThinkSplitter()
     events = splitter.feed(text) + splitter.flush()
-    reply = "".join(e.text for e in events if isinstance(e, TextDelta))
-    thinking = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+    reply = "".join(e.text for e in events if isinstance(e, StreamText))
+    thinking = "".join(e.text for e in events if isinstance(e, StreamThinking))
     return reply, thinking

@@ -5,7 +5,7 @@ server without a function-calling chat format, which is what the embedded
 default runs (issue 10, "Tools reach the model, on every server"). There the
 tools must travel in the prompt. :class:`ToolModeEndpoint` wraps any endpoint
 and does that when it has to; the agent keeps sending neutral messages and
-tool schemas, and keeps receiving ``TextDelta`` and ``ToolCallRequest`` events.
+tool schemas, and keeps receiving ``StreamText`` and ``ToolCallRequest`` events.
 
 Modes (config ``model.tool_mode``):
 
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from .base import (
-    BadRequest, ChatOptions, Done, EndpointError, Message, StreamEvent, TextDelta, ToolCallRequest, ToolSchema,
+    BadRequest, ChatOptions, Done, EndpointError, Message, StreamEvent, StreamText, ToolCallRequest, ToolSchema,
 )
 from .prompted import (
     PromptedCall, PromptedParser, call_key, call_problem, example_messages, parse_reply, quoted_calls, render_call,
@@ -188,7 +188,7 @@ class ToolModeEndpoint:
         self, messages: list[Message], tools: list[ToolSchema] | None, options: ChatOptions | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Stream one reply with the tools given the chosen way. Events are the
-        wrapped endpoint's; in prompted mode, ``TextDelta`` holds only the shown
+        wrapped endpoint's; in prompted mode, ``StreamText`` holds only the shown
         text, each block becomes a ``ToolCallRequest`` right before ``Done``
         (after a malformed one was rewritten, where the server allows;
         ``raw_arguments`` is set when it is still malformed), and ``Done`` says
@@ -220,7 +220,7 @@ class ToolModeEndpoint:
         parser = PromptedParser()
         calls: list[PromptedCall] = []
         async for event in self.inner.stream_chat(sent, None, options):
-            if isinstance(event, TextDelta):
+            if isinstance(event, StreamText):
                 items = parser.feed(event.text)
             elif isinstance(event, Done):
                 items = parser.flush()
@@ -231,7 +231,7 @@ class ToolModeEndpoint:
                 if isinstance(item, PromptedCall):
                     calls.append(item)
                 else:
-                    yield TextDelta(item.text)
+                    yield StreamText(item.text)
             if isinstance(event, Done):
                 # a reply cut by its output limit is not run (the agent shows it), so its cut block is not
                 # written again: the rewrite would be cut at the same limit
@@ -241,7 +241,7 @@ class ToolModeEndpoint:
                 echoed = quoted_calls(messages) if calls else set()
                 for call in [c for c in calls if call_key(c.name, c.arguments) in echoed]:
                     # copied from a tool result, not the model's own call: shown as text, never run
-                    yield TextDelta(f"\n{render_call(call.name, call.arguments)}\n[wisp did not run this call: "
+                    yield StreamText(f"\n{render_call(call.name, call.arguments)}\n[wisp did not run this call: "
                                     "it is copied from a tool result, not one the model made]\n")
                 calls = [c for c in calls if call_key(c.name, c.arguments) not in echoed]
                 for call in calls:
@@ -261,7 +261,7 @@ class ToolModeEndpoint:
         text = ""
         try:
             async for event in self.inner.stream_chat(sent, None, fixed):
-                if isinstance(event, TextDelta):
+                if isinstance(event, StreamText):
                     text += event.text
         except EndpointError:
             return calls

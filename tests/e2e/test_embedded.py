@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wisp.core.model.base import BadRequest, ChatOptions, Done, TextDelta, Usage
+from wisp.core.model.base import BadRequest, ChatOptions, Done, StreamText, StreamUsage
 from wisp.core.model.embedded import (
     DEFAULT_N_CTX,
     EmbeddedEndpoint,
@@ -110,11 +110,11 @@ async def test_real_server_streams_a_reply(tmp_path, capfd):
                 events.append(event)
         finally:
             await endpoint.aclose()
-    reply = "".join(e.text for e in events if isinstance(e, TextDelta))
+    reply = "".join(e.text for e in events if isinstance(e, StreamText))
     assert reply.strip(), events
     assert isinstance(events[-1], Done) and events[-1].reason in ("stop", "length")
     # llama-cpp-python streams no usage; wisp's host adds it (issue 10), with the prompt cache's share
-    [usage] = [e for e in events if isinstance(e, Usage)]
+    [usage] = [e for e in events if isinstance(e, StreamUsage)]
     assert usage.prompt_tokens > 0 and usage.completion_tokens > 0 and usage.cached_tokens == 0
     assert not pid_alive(pid)  # stopped on exit
     assert log.stat().st_size > 0  # its output went to the log ...
@@ -140,7 +140,7 @@ async def test_auto_starts_the_embedded_default_when_nothing_answers(tmp_path):
         async for event in resolved.endpoint.stream_chat(
             [{"role": "user", "content": "What is 2 + 2?"}], None, ChatOptions(max_tokens=16)
         ):
-            if isinstance(event, TextDelta):
+            if isinstance(event, StreamText):
                 text += event.text
         assert text.strip()
     finally:
@@ -195,7 +195,7 @@ async def test_the_shared_server_counts_exactly_and_reports_its_prompt_cache(sha
         for messages in (history, side, history + [{"role": "assistant", "content": "Blue."},
                                                    {"role": "user", "content": "Another."}]):
             events = [e async for e in endpoint.stream_chat(messages, None, ChatOptions(max_tokens=8, temperature=0.0))]
-            usages.append(next(e for e in events if isinstance(e, Usage)))
+            usages.append(next(e for e in events if isinstance(e, StreamUsage)))
     finally:
         await endpoint.aclose()
     first, _, second = usages

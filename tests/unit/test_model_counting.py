@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.fakes import FakeOllama, FakeOpenAI, fault, text
 from wisp.core.model._transport import overflow_numbers, suggest_window
-from wisp.core.model.base import BadRequest, ChatOptions, Usage
+from wisp.core.model.base import BadRequest, ChatOptions, StreamUsage
 from wisp.core.model.embedded import EmbeddedEndpoint, EmbeddedSpec, SharedServer
 from wisp.core.model.ollama import OllamaEndpoint
 from wisp.core.model.openai import OpenAIEndpoint, usage_of
@@ -62,13 +62,13 @@ async def test_count_tokens_is_none_where_the_server_cannot_count_and_asks_once(
 
 def test_usage_reads_cached_tokens_in_each_shape() -> None:
     assert usage_of({"usage": {"prompt_tokens": 900, "completion_tokens": 5,
-                               "prompt_tokens_details": {"cached_tokens": 850}}}) == Usage(900, 5, 850)
-    assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": 1}}) == Usage(9, 1, None)
+                               "prompt_tokens_details": {"cached_tokens": 850}}}) == StreamUsage(900, 5, 850)
+    assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": 1}}) == StreamUsage(9, 1, None)
     # llama.cpp's llama-server: timings say what was evaluated and what came from the cache
-    assert usage_of({"timings": {"prompt_n": 40, "cache_n": 860, "predicted_n": 7}}) == Usage(900, 7, 860)
+    assert usage_of({"timings": {"prompt_n": 40, "cache_n": 860, "predicted_n": 7}}) == StreamUsage(900, 7, 860)
     assert usage_of({"choices": []}) is None
-    assert Usage(900, 5, 850).evaluated_tokens == 50
-    assert Usage(900, 5).evaluated_tokens == 900 and Usage(None, 5).evaluated_tokens is None
+    assert StreamUsage(900, 5, 850).evaluated_tokens == 50
+    assert StreamUsage(900, 5).evaluated_tokens == 900 and StreamUsage(None, 5).evaluated_tokens is None
 
 
 def test_overflow_numbers_from_each_server() -> None:

@@ -61,7 +61,7 @@ async def test_a_trickling_server_is_ended_by_the_reply_deadline(protocol: str, 
     assert isinstance(error, mb.EndpointTimeout), error
     assert "did not finish the reply within 1.5 s" in str(error) and "model.reply_timeout_s" in str(error)
     assert "sending only keep-alives" in str(error)
-    assert "".join(e.text for e in events if isinstance(e, mb.TextDelta)) == "Hello"  # what came is kept
+    assert "".join(e.text for e in events if isinstance(e, mb.StreamText)) == "Hello"  # what came is kept
     waits = [e for e in events if isinstance(e, mb.KeepAlive)]
     assert waits and all(w.limit_s == 1.5 and 0 < w.waited_s < 1.6 for w in waits)
     assert 1.4 < took < 6
@@ -109,7 +109,7 @@ async def test_pings_between_the_data_of_a_streaming_reply_are_no_wait() -> None
         events, error = await collect(ep)
         await ep.aclose()
     assert error is None
-    assert "".join(e.text for e in events if isinstance(e, mb.TextDelta)).startswith("w0 w1 ")
+    assert "".join(e.text for e in events if isinstance(e, mb.StreamText)).startswith("w0 w1 ")
     assert not [e for e in events if isinstance(e, mb.KeepAlive)]
 
 
@@ -179,7 +179,7 @@ async def test_odd_numbers_in_a_stream_are_read_not_raised() -> None:
         events, error = await collect(ep)
         await ep.aclose()
     assert error is None
-    usage = next(e for e in events if isinstance(e, mb.Usage))
+    usage = next(e for e in events if isinstance(e, mb.StreamUsage))
     assert usage.prompt_tokens is None and usage.completion_tokens == 12
 
 
@@ -198,8 +198,8 @@ async def test_lone_surrogates_from_an_endpoint_become_replacement_characters(pr
         events, error = await collect(ep)
         await ep.aclose()
     assert error is None
-    assert [e.text for e in events if isinstance(e, mb.TextDelta)] == ["a\ufffdb"]
-    assert [e.text for e in events if isinstance(e, mb.ThinkingDelta)] == ["\ufffd"]
+    assert [e.text for e in events if isinstance(e, mb.StreamText)] == ["a\ufffdb"]
+    assert [e.text for e in events if isinstance(e, mb.StreamThinking)] == ["\ufffd"]
 
 
 async def test_a_directory_listing_with_a_name_that_is_not_utf8(tmp_path: Path) -> None:

@@ -19,10 +19,10 @@ from wisp.core.model.base import (
     ModelNotFound,
     ServerError,
     StreamErrorObject,
-    TextDelta,
-    ThinkingDelta,
+    StreamText,
+    StreamThinking,
     ToolCallRequest,
-    Usage,
+    StreamUsage,
     Waiting,
 )
 from wisp.core.model.ollama import OllamaEndpoint, to_ollama_messages
@@ -49,11 +49,11 @@ async def collect(endpoint, messages=USER, tools=None, options=None):
 
 
 def texts(events):
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
+    return "".join(e.text for e in events if isinstance(e, StreamText))
 
 
 def thoughts(events):
-    return "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+    return "".join(e.text for e in events if isinstance(e, StreamThinking))
 
 
 @pytest.fixture
@@ -81,8 +81,8 @@ async def test_streams_text_usage_and_done(make):
     with FakeOllama([reply("Hel", "lo", " you", usage=(31, 3))]) as srv:
         events, error = await collect(make(srv))
     assert error is None
-    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Hel"), TextDelta("lo"), TextDelta(" you")]
-    assert events[-2:] == [Usage(prompt_tokens=31, completion_tokens=3), Done("stop")]
+    assert [e for e in events if isinstance(e, StreamText)] == [StreamText("Hel"), StreamText("lo"), StreamText(" you")]
+    assert events[-2:] == [StreamUsage(prompt_tokens=31, completion_tokens=3), Done("stop")]
 
 
 async def test_request_body_sends_num_ctx_and_stream(make):
@@ -227,7 +227,7 @@ async def test_stream_can_be_closed_early_and_endpoint_reused(make):
         first = await anext(stream)
         await stream.aclose()
         events, error = await collect(endpoint)
-    assert first == TextDelta("a")
+    assert first == StreamText("a")
     assert error is None and texts(events) == "You said: hello there"
 
 

@@ -20,10 +20,10 @@ from wisp.core.model.base import (
     ModelNotFound,
     ServerError,
     StreamErrorObject,
-    TextDelta,
-    ThinkingDelta,
+    StreamText,
+    StreamThinking,
     ToolCallRequest,
-    Usage,
+    StreamUsage,
     Waiting,
 )
 from wisp.core.model.openai import OpenAIEndpoint, to_openai_messages
@@ -48,11 +48,11 @@ async def collect(endpoint, messages=USER, tools=None, options=None):
 
 
 def texts(events):
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
+    return "".join(e.text for e in events if isinstance(e, StreamText))
 
 
 def thoughts(events):
-    return "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+    return "".join(e.text for e in events if isinstance(e, StreamThinking))
 
 
 def sse(obj) -> dict:
@@ -88,8 +88,8 @@ async def test_streams_text_usage_and_done(make):
     with FakeOpenAI([reply("Hel", "lo", usage=(40, 2))]) as srv:
         events, error = await collect(make(srv))
     assert error is None
-    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Hel"), TextDelta("lo")]
-    assert events[-2:] == [Usage(prompt_tokens=40, completion_tokens=2), Done("stop")]
+    assert [e for e in events if isinstance(e, StreamText)] == [StreamText("Hel"), StreamText("lo")]
+    assert events[-2:] == [StreamUsage(prompt_tokens=40, completion_tokens=2), Done("stop")]
 
 
 async def test_request_body(make):
@@ -163,7 +163,7 @@ async def test_tool_call_fragments_joined_by_index(make):
         ToolCallRequest("call_b", "system_info", args_b),
     ]
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["ToolCallRequest", "ToolCallRequest", "Usage", "Done"]
+    assert kinds == ["ToolCallRequest", "ToolCallRequest", "StreamUsage", "Done"]
     assert events[-1] == Done("tool_calls")
 
 
@@ -214,7 +214,7 @@ async def test_finish_without_done_marker_is_accepted(make):
     with FakeOpenAI([fault.disconnect(*steps, clean=True)]) as srv:
         events, error = await collect(make(srv))
     assert error is None
-    assert events == [TextDelta("Hi"), Done("stop")]
+    assert events == [StreamText("Hi"), Done("stop")]
 
 
 async def test_usage_in_every_chunk_reports_the_last(make):
@@ -226,14 +226,14 @@ async def test_usage_in_every_chunk_reports_the_last(make):
     with FakeOpenAI([fault.disconnect(*steps, clean=True)]) as srv:
         events, error = await collect(make(srv))
     assert error is None
-    assert events == [TextDelta("a"), TextDelta("b"), Usage(9, 3), Done("stop")]
+    assert events == [StreamText("a"), StreamText("b"), StreamUsage(9, 3), Done("stop")]
 
 
 async def test_no_usage_is_fine(make):
     with FakeOpenAI([reply("x", usage=None)]) as srv:
         events, error = await collect(make(srv))
     assert error is None
-    assert events == [TextDelta("x"), Done("stop")]
+    assert events == [StreamText("x"), Done("stop")]
 
 
 async def test_sse_comments_and_other_fields_are_ignored(make):
@@ -242,7 +242,7 @@ async def test_sse_comments_and_other_fields_are_ignored(make):
     with FakeOpenAI([fault.disconnect(*steps, clean=True)]) as srv:
         events, error = await collect(make(srv))
     assert error is None
-    assert events == [TextDelta("ok"), Done("stop")]
+    assert events == [StreamText("ok"), Done("stop")]
 
 
 async def test_non_streamed_json_answer_is_understood(make):
@@ -254,7 +254,7 @@ async def test_non_streamed_json_answer_is_understood(make):
     assert thoughts(events) == "t"
     assert texts(events) == "whole answer"
     assert ToolCallRequest("c1", "f", {"x": 1}) in events
-    assert events[-2:] == [Usage(7, 3), Done("tool_calls")]
+    assert events[-2:] == [StreamUsage(7, 3), Done("tool_calls")]
 
 
 async def test_messages_are_converted_to_openai_shape(make):

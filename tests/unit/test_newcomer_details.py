@@ -23,7 +23,7 @@ from wisp.core.cli import main
 from wisp.core.commands import run_command
 from wisp.core.config import Config, ConfigError
 from wisp.core.conversations import ArchiveError, count_turns, fork, turns_phrase
-from wisp.core.model.base import TextDelta, Waiting
+from wisp.core.model.base import StreamText, Waiting
 from wisp.core.model.embedded import EmbeddedEndpoint
 from wisp.core.model.llama_host import INFO_NAME, model_settings, parse_args, usable_cores
 from wisp.core.model.openai import OpenAIEndpoint
@@ -195,7 +195,7 @@ async def test_a_restart_of_the_embedded_server_is_said_with_its_seconds(tmp_pat
             await endpoint.aclose()
     waits = [e for e in rest if isinstance(e, Waiting)]
     assert waits and re.search(r"answers again, after \d+\.\d s", waits[-1].reason)
-    assert "".join(e.text for e in rest if isinstance(e, TextDelta)) == "hello again"
+    assert "".join(e.text for e in rest if isinstance(e, StreamText)) == "hello again"
     # a server that runs is not started and nothing is said
     with FakeOpenAI([reply("still here")]) as srv:
         server = DeadSharedServer(srv.base_url, tmp_path)

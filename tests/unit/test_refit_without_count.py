@@ -99,8 +99,8 @@ async def test_the_fake_gives_wisp_no_count() -> None:
             got = [item async for item in endpoint.stream_chat([{"role": "user", "content": "hi"}], None)]
     assert info.value.context_overflow and info.value.prompt_tokens is None and info.value.window is None
     assert srv.refusals == [{"counted": 555, "asked": 0, "window": 512}]  # 1,100 / 2 + 5 of chat template
-    assert [i.text for i in got if isinstance(i, mb.TextDelta)] == ["Small."]
-    assert not [i for i in got if isinstance(i, mb.Usage)]
+    assert [i.text for i in got if isinstance(i, mb.StreamText)] == ["Small."]
+    assert not [i for i in got if isinstance(i, mb.StreamUsage)]
     assert srv.counted == [555, 6] and len(srv.chat_bodies) == 2 and len(srv.accepted_bodies) == 1
 
 

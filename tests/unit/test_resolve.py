@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fakes import FakeOllama, FakeOpenAI, reply
-from wisp.core.model.base import ChatOptions, NoEndpoint, TextDelta
+from wisp.core.model.base import ChatOptions, NoEndpoint, StreamText
 from wisp.core.model.embedded import EmbeddedServer
 from wisp.core.model.ollama import OllamaEndpoint
 from wisp.core.model.openai import OpenAIEndpoint
@@ -38,7 +38,7 @@ async def closing():
 async def first_text(endpoint) -> str:
     out = ""
     async for event in endpoint.stream_chat([{"role": "user", "content": "ping"}], None, ChatOptions(context_window=512)):
-        if isinstance(event, TextDelta):
+        if isinstance(event, StreamText):
             out += event.text
     return out
 

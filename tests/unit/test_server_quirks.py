@@ -15,7 +15,7 @@ import json
 from hypothesis import given, settings, strategies as st
 
 from tests.support.fakes import FakeOpenAI, fault, raw
-from wisp.core.model.base import BadRequest, ChatOptions, Done, StreamErrorObject, TextDelta, ToolCallRequest
+from wisp.core.model.base import BadRequest, ChatOptions, Done, StreamErrorObject, StreamText, ToolCallRequest
 from wisp.core.model.openai import OpenAIEndpoint, join_arguments
 
 USER = [{"role": "user", "content": "hi"}]
@@ -107,7 +107,7 @@ async def test_sse_error_field_shows_the_server_message() -> None:
                  ' "type": "server_error"}'),
              sse("[DONE]")]
     events, error = await stream(lines)
-    assert events == [TextDelta("Par")]
+    assert events == [StreamText("Par")]
     assert isinstance(error, StreamErrorObject)
     assert "failed to parse grammar" in str(error)
 
@@ -119,7 +119,7 @@ async def test_sse_error_field_with_an_overflow_reads_as_one() -> None:
                  ' "type": "invalid_request_error"}'),
              sse("[DONE]")]
     events, error = await stream(lines)
-    assert events == [TextDelta("Par")]
+    assert events == [StreamText("Par")]
     assert isinstance(error, BadRequest) and error.context_overflow
     assert "the request exceeds the available context size" in str(error)
 
@@ -138,13 +138,13 @@ async def test_event_error_then_data_shows_the_message() -> None:
 async def test_an_event_type_lasts_one_event_only() -> None:
     lines = [raw("event: message"), chunk({"content": "ok"}), raw(""), chunk({}, "stop"), sse("[DONE]")]
     events, error = await stream(lines)
-    assert error is None and events == [TextDelta("ok"), Done("stop")]
+    assert error is None and events == [StreamText("ok"), Done("stop")]
 
 
 async def test_empty_data_frames_are_skipped() -> None:
     lines = [raw("data:"), chunk({"content": "hi"}), raw("data: "), chunk({}, "stop"), sse("[DONE]")]
     events, error = await stream(lines)
-    assert error is None and events == [TextDelta("hi"), Done("stop")]
+    assert error is None and events == [StreamText("hi"), Done("stop")]
 
 
 async def test_arguments_sent_whole_again_at_the_end_are_taken_once() -> None:

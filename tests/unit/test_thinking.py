@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wisp.core.model.base import TextDelta, ThinkingDelta
+from wisp.core.model.base import StreamText, StreamThinking
 from wisp.core.model.thinking import ThinkSplitter, split_thinking
 
 
@@ -18,9 +18,9 @@ def run(chunks: list[str]) -> list[tuple[str, str]]:
     events.extend(splitter.flush())
     merged: list[tuple[str, str]] = []
     for event in events:
-        assert isinstance(event, (TextDelta, ThinkingDelta))
+        assert isinstance(event, (StreamText, StreamThinking))
         assert event.text, "no empty events"
-        kind = "text" if isinstance(event, TextDelta) else "thinking"
+        kind = "text" if isinstance(event, StreamText) else "thinking"
         if merged and merged[-1][0] == kind:
             merged[-1] = (kind, merged[-1][1] + event.text)
         else:
@@ -52,14 +52,14 @@ def test_blank_lines_after_close_tag_are_dropped():
 
 def test_partial_tag_is_held_back_until_known():
     splitter = ThinkSplitter()
-    assert splitter.feed("Hello <thi") == [TextDelta("Hello ")]
-    assert splitter.feed("s is not a tag") == [TextDelta("<this is not a tag")]
+    assert splitter.feed("Hello <thi") == [StreamText("Hello ")]
+    assert splitter.feed("s is not a tag") == [StreamText("<this is not a tag")]
 
 
 def test_unfinished_partial_tag_is_released_at_flush():
     splitter = ThinkSplitter()
-    assert splitter.feed("a <th") == [TextDelta("a ")]
-    assert splitter.flush() == [TextDelta("<th")]
+    assert splitter.feed("a <th") == [StreamText("a ")]
+    assert splitter.flush() == [StreamText("<th")]
 
 
 def test_unclosed_think_block_stays_thinking():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.support.fakes import FakeOllama, FakeOpenAI, fault, raw, reply, text, tool_call
-from wisp.core.model.base import BadRequest, ChatOptions, Done, TextDelta, ToolCallRequest, Usage
+from wisp.core.model.base import BadRequest, ChatOptions, Done, StreamText, ToolCallRequest, StreamUsage
 from wisp.core.model.ollama import OllamaEndpoint
 from wisp.core.model.openai import OpenAIEndpoint
 from wisp.core.model.tool_modes import ToolModeEndpoint, apply_tool_mode
@@ -122,7 +122,7 @@ async def test_ollama_model_without_tools_falls_back_to_prompted() -> None:
             events = await collect(endpoint)
         finally:
             await endpoint.aclose()
-        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "I will read it."
+        assert "".join(e.text for e in events if isinstance(e, StreamText)) == "I will read it."
         assert "tools" in srv.chat_bodies[0] and "tools" not in srv.chat_bodies[1]
         assert await endpoint.mode() == "prompted"
 
@@ -143,13 +143,13 @@ async def test_a_block_split_across_stream_chunks_is_one_call_and_never_shown(si
             events = await collect(endpoint)
         finally:
             await endpoint.aclose()
-    shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+    shown = "".join(e.text for e in events if isinstance(e, StreamText))
     calls = [e for e in events if isinstance(e, ToolCallRequest)]
     assert shown == "Let me look. "
     assert len(calls) == 1 and calls[0].name == "read_file" and calls[0].arguments == {"path": "a.txt"}
     assert calls[0].raw_arguments is None and calls[0].id.startswith("call_")
     assert isinstance(events[-1], Done) and events[-1].reason == "tool_calls"
-    assert any(isinstance(e, Usage) for e in events)
+    assert any(isinstance(e, StreamUsage) for e in events)
 
 
 async def test_a_malformed_block_is_a_call_the_agent_can_refuse() -> None:
@@ -202,7 +202,7 @@ async def test_a_malformed_block_is_written_again_under_the_grammar_where_the_se
     assert again["messages"] == first["messages"]  # the same prompt: the server has it cached
     calls = [e for e in events if isinstance(e, ToolCallRequest)]
     assert [(c.name, c.arguments) for c in calls] == [("read_file", {"path": "a.txt"})]
-    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Sure. "
+    assert "".join(e.text for e in events if isinstance(e, StreamText)) == "Sure. "
     assert endpoint.rewrites == 1 and events[-1] == Done("tool_calls")
     assert endpoint.last_layer == layer and layer.mode == "prompted"
     assert "## read_file" in layer.prompt_text and OPEN_TAG in layer.prompt_text
@@ -240,7 +240,7 @@ async def test_a_block_cut_by_the_output_limit_is_not_written_again() -> None:
     assert len(srv.chat_bodies) == 1 and endpoint.rewrites == 0
     [call] = [e for e in events if isinstance(e, ToolCallRequest)]
     assert call.raw_arguments is not None and '"argu' in call.raw_arguments
-    assert not [e for e in events if isinstance(e, TextDelta)] and events[-1] == Done("length")
+    assert not [e for e in events if isinstance(e, StreamText)] and events[-1] == Done("length")
 
 
 async def test_no_tools_means_no_tool_layer() -> None:
@@ -293,6 +293,6 @@ async def test_a_call_copied_from_the_latest_tool_result_is_not_run() -> None:
             await endpoint.aclose()
     calls = [e for e in events if isinstance(e, ToolCallRequest)]
     assert [(c.name, c.arguments) for c in calls] == [("read_file", {"path": "b.txt"})]
-    shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+    shown = "".join(e.text for e in events if isinstance(e, StreamText))
     assert "touch pwned" in shown and "wisp did not run this call: it is copied from a tool result" in shown
     assert isinstance(events[-1], Done) and events[-1].reason == "tool_calls"
