@@ -39,6 +39,11 @@ from .toolset import ToolChoice, choose_tools
 
 if TYPE_CHECKING:
     from .agent import AgentSettings
+    from .audit import AuditRef
+    from .context.compaction import CompactPreview
+    from .context.manager import PanelState
+    from .context.summary import SummaryVersion
+    from .transcript import Transcript
     from .mcp import McpServers
     from .tools.base import Tool
     from .episodes.refine import RefineReport
@@ -179,6 +184,13 @@ class Opening:
         except BaseException:
             await mcp.close()
             raise
+
+    @property
+    def transcript(self) -> "Transcript":
+        """The stored conversation as a view reads it (:class:`~wisp.core.transcript.Transcript`)."""
+        from .transcript import Transcript
+
+        return Transcript(self.store)
 
     async def close(self) -> None:
         """Close the store (an opening that will not be built)."""
@@ -324,6 +336,39 @@ class Session:
         (:func:`~wisp.core.streamed.recover_open_turns`); a live wisp's turn
         stays open. Returns their ids. Raises what the store raises."""
         return await recover_open_turns(self.store, self.audit)
+
+    # -- what the screen shows: the TUI reads the record through these only ------------
+
+    @property
+    def transcript(self) -> "Transcript":
+        """This session's conversations as a view reads them
+        (:class:`~wisp.core.transcript.Transcript`)."""
+        from .transcript import Transcript
+
+        return Transcript(self.store)
+
+    async def panel_state(self) -> "PanelState":
+        """What the facts, task and running summary panels show for the
+        current conversation (:meth:`~wisp.core.context.manager.ContextManager.panel_state`)."""
+        return await self.context.panel_state(self.conversation_id)
+
+    async def apply_compaction(self, preview: "CompactPreview") -> "SummaryVersion":
+        """Record the running summary ``preview`` proposed (``/compact``'s Enter):
+        :func:`~wisp.core.context.compaction.apply_compaction`. Raises its
+        :class:`~wisp.core.context.compaction.CompactError`."""
+        from .context.compaction import apply_compaction
+
+        return await apply_compaction(self.context, preview)
+
+    def report_error(self, where: str, error: str, trace: str) -> "AuditRef | None":
+        """Write an internal error of a view (``where`` it happened, ``error``
+        in a line, the traceback) to the audit log as a ``tui.error`` audit
+        event; its reference, or ``None`` when the log could not be written."""
+        try:
+            return self.audit.write("tui.error", {"where": where, "error": error, "traceback": trace},
+                                    conversation=self.conversation_id)
+        except Exception:
+            return None
 
     @property
     def endpoint_label(self) -> str:

@@ -127,6 +127,40 @@ async def prompt_history(store: Any, conversation_id: int, limit: int = 200) -> 
     return await store.last_prompts(conversation_id, limit)
 
 
+class Transcript:
+    """What a view shows of one conversation's record: the one door through
+    which the TUI reads it (it holds no store of its own). Made by
+    :class:`wisp.core.session.Opening` as soon as the store is open, so the
+    stored turns are drawn before the rest of the core loads, and kept by
+    the :class:`~wisp.core.session.Session` built from it.
+
+    Every method reads; none writes. ``conversation`` is a conversation id."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    async def page(self, conversation: int, limit: int = 50, before: int | None = None) -> TranscriptPage:
+        """The last ``limit`` current turns before turn ``before`` (:func:`load_page`)."""
+        return await load_page(self._store, conversation, limit, before)
+
+    async def after(self, conversation: int, after: int, limit: int = 50) -> TranscriptPage:
+        """The ``limit`` current turns after turn ``after`` (:func:`load_after`)."""
+        return await load_after(self._store, conversation, after, limit)
+
+    async def turn(self, conversation: int, number: int) -> TurnView | None:
+        """Turn ``number``, current or an earlier version (:func:`load_turn`)."""
+        return await load_turn(self._store, conversation, number)
+
+    async def count(self, conversation: int, *, versions: bool = True) -> int:
+        """How many turns the conversation has (``versions``: those a retry
+        or an edit replaced too)."""
+        return int(await self._store.count_turns(conversation, versions=versions))
+
+    async def prompts(self, conversation: int, limit: int = 200) -> list[str]:
+        """The last ``limit`` prompts, oldest first (:func:`prompt_history`)."""
+        return await prompt_history(self._store, conversation, limit)
+
+
 def turn_events(turn: TurnView) -> list[ev.AgentEvent]:
     """The events the live run of ``turn`` yielded, rebuilt from its entries.
 

@@ -148,7 +148,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
         # wisp's dark and light themes, config ui.theme (issue 16), before the first frame, so the
         # stylesheet is built once, in wisp's colours
         self.setup_themes()
-        self._store: Any = None  # the store, from the moment it opens (before the session is built)
+        self._opening: Any = None  # the half-open session, until the session is built
+        self._transcript: Any = None  # the record as the screen reads it, from the moment the store opens
         self.turn_worker: Worker[Any] | None = None
         #: A command running beside the screen (/compact's preview, /model's list): Esc and Ctrl+C stop it.
         self.command_worker: Worker[Any] | None = None
@@ -216,7 +217,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
                 await self.chat.add(Notice(f"wisp could not open: {exc}", "error"))
                 self.status.state = "error"
                 return
-            self._store = opening.store
+            self._opening, self._transcript = opening, opening.transcript
             conversation = opening.plan.conversation_id
             self.status.conversation = conversation
             agents = opening.plan.agents_md
@@ -225,10 +226,8 @@ class WispApp(ConversationActions, Guarded, App[int]):
             if opening.plan.note:  # which conversation --continue took (issue 16)
                 await self.chat.add(Notice(opening.plan.note))
             if conversation is not None:
-                from wisp.core.transcript import prompt_history
-
                 await self.show_page(conversation)
-                self.prompt_input.prompt_history = await prompt_history(opening.store, conversation)
+                self.prompt_input.prompt_history = await self._transcript.prompts(conversation)
             try:
                 from wisp.core.session import preload
 
@@ -304,18 +303,15 @@ class WispApp(ConversationActions, Guarded, App[int]):
         """Draw stored turns: the last ones (as many as fill the screen; the
         rest of the first page is kept for the first scroll up), or
         (``before``) a page of those above the first shown."""
-        from wisp.core.transcript import load_page
-
-        store = self._store
         if before is None:
-            page = await load_page(store, conversation_id, FIRST_PAGE_TURNS)
+            page = await self._transcript.page(conversation_id, FIRST_PAGE_TURNS)
             self._last_turn_shown = max(self._last_turn_shown, page.turns[-1].number) if page.turns else 0
             kept = await self.chat.show_last_turns(page.turns)
             self.chat.anchor()
             if page.turns:
                 self._first_shown = page.turns[0].number
         else:
-            page = await load_page(store, conversation_id, PAGE_TURNS, before)
+            page = await self._transcript.page(conversation_id, PAGE_TURNS, before)
             kept = 0
             await self.chat.show_turns(page.turns, above=True)
             if page.turns:
@@ -325,7 +321,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
     async def on_chat_pane_load_earlier(self, message: ChatPane.LoadEarlier) -> None:
         """The person scrolled up to the first turn shown, or asked for earlier turns."""
         conversation = self._conversation_shown()
-        if self._store is None or not conversation:
+        if self._transcript is None or not conversation:
             return
         if not await self.chat.show_kept_turns(PAGE_TURNS):  # the rest of the first page, loaded already
             first = self.chat.first_turn_shown or self._first_shown  # none shown: after /clear
@@ -335,39 +331,33 @@ class WispApp(ConversationActions, Guarded, App[int]):
 
     async def on_chat_pane_load_later(self, message: ChatPane.LoadLater) -> None:
         """The person scrolled down to the last stored turn of a window that stops short of the end."""
-        from wisp.core.transcript import load_after
-
         conversation = self._conversation_shown()
         last = self.chat.last_turn_shown
-        if self._store is None or not conversation or last is None or not self.chat.later:
+        if self._transcript is None or not conversation or last is None or not self.chat.later:
             return
-        page = await load_after(self._store, conversation, last, PAGE_TURNS)
+        page = await self._transcript.after(conversation, last, PAGE_TURNS)
         await self.chat.note_later(page.later)
         await self.chat.show_turns(page.turns)
         self.chat.loaded()
 
     async def show_first_turns(self) -> None:
         """Ctrl+Home: the conversation's first turns (the window jumps there)."""
-        from wisp.core.transcript import load_after
-
         conversation = self._conversation_shown()
-        if self._store is None or not conversation or not self.chat.earlier or self.chat.streaming:
+        if self._transcript is None or not conversation or not self.chat.earlier or self.chat.streaming:
             return
-        page = await load_after(self._store, conversation, 0, PAGE_TURNS)
+        page = await self._transcript.after(conversation, 0, PAGE_TURNS)
         await self.chat.show_window(page.turns, earlier=0, later=page.later)
 
     async def show_turns_around(self, turn: int) -> bool:
         """Show stored turn ``turn`` (and the turns after it, a page): the
         window jumps there unless it is shown already (``/search``'s jump).
         False when there is no such current turn."""
-        from wisp.core.transcript import load_after
-
         conversation = self._conversation_shown()
-        if self._store is None or not conversation:
+        if self._transcript is None or not conversation:
             return False
         if list(self.chat.log_column.query(f".turn-{turn}")):
             return True
-        page = await load_after(self._store, conversation, turn - 1, PAGE_TURNS)
+        page = await self._transcript.after(conversation, turn - 1, PAGE_TURNS)
         if not page.turns or page.turns[0].number != turn:
             return False
         self.chat.release_anchor()
@@ -377,11 +367,9 @@ class WispApp(ConversationActions, Guarded, App[int]):
     async def show_last_turns(self) -> None:
         """Ctrl+End, or a prompt sent while the window stops short of the end: the last turns again."""
         conversation = self._conversation_shown()
-        if self._store is None or not conversation or not self.chat.later or self.chat.streaming:
+        if self._transcript is None or not conversation or not self.chat.later or self.chat.streaming:
             return
-        from wisp.core.transcript import load_page
-
-        page = await load_page(self._store, conversation, PAGE_TURNS)
+        page = await self._transcript.page(conversation, PAGE_TURNS)
         await self.chat.show_window(page.turns, earlier=page.earlier, later=0)
 
     # --- input -----------------------------------------------------------
@@ -510,7 +498,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
 
     async def compact_answered(self, preview: Any, answer: str | None) -> None:
         """The preview's answer: ``"apply"`` records its summary (through the core); anything else cancels."""
-        from wisp.core.context.compaction import CompactError, apply_compaction
+        from wisp.core.context.compaction import CompactError
         from wisp.core.context.summary import turn_ranges
 
         from .widgets.command_output import CommandOutput
@@ -520,7 +508,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
             await self.chat.add(CommandOutput("`/compact`\n\nCancelled: nothing changed.", error=False))
             return
         try:
-            version = await apply_compaction(self.session.context, preview)
+            version = await self.session.apply_compaction(preview)
         except CompactError as exc:
             await self.chat.add(CommandOutput(f"`/compact`\n\n{exc}", error=True))
             return
@@ -636,7 +624,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
         s = self.session
         if s is None or self._session_closing:
             return
-        state = await s.context.panel_state(s.conversation_id)
+        state = await s.panel_state()
         self.sidebar.show_state(state)
 
     def action_toggle_panel(self, name: str) -> None:
@@ -720,13 +708,11 @@ class WispApp(ConversationActions, Guarded, App[int]):
         # a turn left open by a wisp that died is ended first: else it stays undrawn, and every prompt of
         # this window is refused for the turn it never shows (a new user's `wisp ask … | head` died)
         await s.settle_open_turns()
-        count = await s.store.count_turns(s.conversation_id)
+        count = await s.transcript.count(s.conversation_id)
         missing = count - self._last_turn_shown
         if missing <= 0:
             return
-        from wisp.core.transcript import load_page
-
-        page = await load_page(s.store, s.conversation_id, limit=min(missing, PAGE_TURNS))
+        page = await s.transcript.page(s.conversation_id, limit=min(missing, PAGE_TURNS))
         turns = list(page.turns)
         while turns and turns[-1].state == "open":  # still running there: shown once it has ended, reply and all
             turns.pop()
@@ -753,11 +739,7 @@ class WispApp(ConversationActions, Guarded, App[int]):
                 "The conversation is kept; you can go on.")
         s = self.session
         if s is not None:
-            try:
-                ref = s.audit.write("tui.error", {"where": where, "error": f"{type(error).__name__}: {error}",
-                                                  "traceback": trace}, conversation=s.conversation_id)
-            except Exception:
-                ref = None
+            ref = s.report_error(where, f"{type(error).__name__}: {error}", trace)
             if ref is not None:
                 line += f" The traceback is audit event {ref.event_id}."
         self.call_later(self._show_error_line, line)
@@ -867,9 +849,9 @@ class WispApp(ConversationActions, Guarded, App[int]):
         if self.session is not None:
             await self.session.close()
             self.session = None
-        elif self._store is not None:  # opened, never built (wisp quit while it was opening)
-            await self._store.close()
-        self._store = None
+        elif self._opening is not None:  # opened, never built (wisp quit while it was opening)
+            await self._opening.close()
+        self._opening = self._transcript = None
 
     async def on_unmount(self) -> None:
         await self.close_session()

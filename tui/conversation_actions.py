@@ -68,7 +68,7 @@ class ConversationActions(Guarded):
         for note in getattr(s, "startup_notes", []) if notes else []:
             await self.chat.add(Notice(note))  # type: ignore[attr-defined]
         self.status.profile = s.profile  # type: ignore[attr-defined]
-        if s.conversation_id is None or not await s.store.count_turns(s.conversation_id):
+        if s.conversation_id is None or not await s.transcript.count(s.conversation_id):
             self._welcome = Welcome(s.model_name, s.endpoint_label if s.endpoint else "")
             await self.chat.add(self._welcome)  # type: ignore[attr-defined]
 
@@ -199,7 +199,7 @@ class ConversationActions(Guarded):
             return
         await chat.reset()
         s = self.session  # type: ignore[attr-defined]
-        shown = await s.store.count_turns(s.conversation_id, versions=False) if s and s.conversation_id else 0
+        shown = await s.transcript.count(s.conversation_id, versions=False) if s and s.conversation_id else 0
         if shown:
             self._first_shown = self._last_turn_shown + 1
             await chat.show_earlier_button(shown)
@@ -221,12 +221,10 @@ class ConversationActions(Guarded):
 
     async def after_turn_shown(self, turn: int, supersedes: int | None) -> None:
         """A turn that replaced another ended: its bar says which version it is."""
-        from wisp.core.transcript import load_turn
-
         if supersedes is None or not turn:
             return
         s = self.session  # type: ignore[attr-defined]
-        view = await load_turn(s.store, s.conversation_id, turn)
+        view = await s.transcript.turn(s.conversation_id, turn)
         if view is not None and len(view.versions) > 1:
             await self._mount_bar(view.versions, turn)
 
@@ -254,11 +252,11 @@ class ConversationActions(Guarded):
 
     async def show_version(self, bar: VersionBar, number: int) -> None:
         """Draw version ``number`` (a turn) where ``bar``'s shown version is."""
-        from wisp.core.transcript import load_turn, turn_events
+        from wisp.core.transcript import turn_events
         from .turn_renderer import TurnRenderer
 
         s = self.session  # type: ignore[attr-defined]
-        view = await load_turn(s.store, s.conversation_id, number)
+        view = await s.transcript.turn(s.conversation_id, number)
         if view is None:
             return
         widgets: list[Any] = []

@@ -175,6 +175,39 @@ def test_the_tui_holds_no_sql_and_no_http() -> None:
     assert bad == []
 
 
+#: What the TUI reaches only through the session's facade (DESIGN.md: "no tui/ module reads the
+#: store, the audit log or the context directly").
+PAST_THE_SESSION = ("store", "audit", "context")
+
+
+def reaches_past_the_session(source: str) -> list[tuple[int, str]]:
+    """Where ``source`` (a module's text) touches an attribute named in
+    :data:`PAST_THE_SESSION` (``s.store``, ``self.session.context``, a
+    ``getattr(x, "audit")``): ``(line, name)`` pairs."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.lstrip("_") in PAST_THE_SESSION:
+            found.append((node.lineno, node.attr))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr")
+              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+              and str(node.args[1].value).lstrip("_") in PAST_THE_SESSION):
+            found.append((node.lineno, str(node.args[1].value)))
+    return found
+
+
+def test_the_tui_reaches_the_core_through_the_session_only() -> None:
+    bad = [(name, where) for name, path in MODULES.items() if name.startswith("wisp.tui")
+           for where in reaches_past_the_session(path.read_text())]
+    assert bad == [], "add what the screen needs to the session (core/session.py) or its Transcript"
+
+
+def test_the_session_check_sees_a_reach_past_it() -> None:
+    assert reaches_past_the_session("async def f(s):\n    await s.store.count_turns(1)\n") == [(2, "store")]
+    assert reaches_past_the_session("def f(app):\n    app.session.context.x()\n") == [(2, "context")]
+    assert reaches_past_the_session("def f(s):\n    return getattr(s, '_audit')\n") == [(2, "_audit")]
+    assert reaches_past_the_session("def f(s):\n    return s.transcript.count(1)\n") == []
+
+
 @pytest.mark.parametrize("importer,imported", FORBIDDEN)
 def test_no_forbidden_arrow(importer: str, imported: str) -> None:
     bad = sorted((a, b) for a, bs in GRAPH.items() if a.startswith("wisp.core.") and part(a) == importer
