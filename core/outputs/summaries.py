@@ -21,7 +21,8 @@ Rules (wisp-memory-tool.txt, "summarise"; issue 4, "Verbs"):
   reader accounted for.
 - The overview: the size, how it ended (the exit status in the entry's meta,
   else its last line), the kinds of line counted, the lines that look like
-  headings with their numbers, the first and last lines.
+  headings with their numbers, the first and last lines; for JSON, its
+  shape first, as in the notable lines.
 - Both fit the token budget (estimated at four characters a token): the
   lines under points go first, then the later places, which are named in a
   count.
@@ -642,6 +643,9 @@ def _overview(a: Analysis, budget: int, hint: str | None) -> Summary:
     body_fixed = [what, "kinds of line: " + ", ".join(f"{n:,} {k}" for k, n in kinds)]
     if a.log is not None:
         body_fixed.append(severity_line(a.log))
+    # JSON's overview is its shape (wisp-memory-tool.txt: "for JSON, its shape"): a document's
+    # headings and first lines say little of it, its keys and their types say what it holds
+    shape = [f"L{ln} {text.strip()}" for ln, text in a.json.shape] if a.json is not None else []
     heads = _headings(doc)
     nonblank = [i for i in range(min(doc.n, 2000)) if doc.lines[i].strip()]
     tail_lines = []
@@ -652,10 +656,15 @@ def _overview(a: Analysis, budget: int, hint: str | None) -> Summary:
                 break
     tail_lines.reverse()
     tail = [_unexplained_line(a, hint)]
-    n_heads, k = min(len(heads), 12), 3
+    n_heads, k, n_shape = min(len(heads), 12), 3, len(shape)
 
     def render() -> list[str]:
         out: list[str] = []
+        if shape:
+            out.append("its shape:")
+            out.extend(shape[:n_shape])
+            if len(shape) > n_shape:
+                out.append(f"+{len(shape) - n_shape} more keys")
         if heads:
             out.append(f"{_plural(len(heads), 'line')} that look like headings:")
             out.extend(f"L{ln} {_raw(doc, ln, 120)}" for ln in heads[:n_heads])
@@ -673,13 +682,17 @@ def _overview(a: Analysis, budget: int, hint: str | None) -> Summary:
         return out
 
     body = render()
-    while not _fits(head + body_fixed + body + tail, budget) and (n_heads > 1 or k > 1):
-        if n_heads > 3:
+    while not _fits(head + body_fixed + body + tail, budget) and (n_heads > 1 or k > 1 or n_shape > 1):
+        if n_shape > 8:
+            n_shape = max(8, n_shape // 2)
+        elif n_heads > 3:
             n_heads = max(3, n_heads // 2)
         elif k > 1:
             k -= 1
-        else:
+        elif n_heads > 1:
             n_heads -= 1
+        else:
+            n_shape -= 1
         body = render()
     lines = _hard_fit(head + body_fixed + body + tail, budget)
     return Summary("\n".join(lines), "overview", a.mode, list(a.reading.readers), _first_cited(lines),

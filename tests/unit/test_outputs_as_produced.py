@@ -171,14 +171,21 @@ def test_an_exception_groups_own_line_followed_from_its_sub_exceptions() -> None
     text = (DATA / "python_exception_group.txt").read_text()
     s = summarise(text, None).text
     assert "what followed from them: L16 ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)" in s
-    assert "L29 KeyError: 'items'" in s  # the second sub-exception, read too
+    assert "L23 httpx.HTTPStatusError" in s.splitlines()[3]  # the first sub-exception leads
+    assert "L30 KeyError: 'items'" in s  # the second sub-exception, read too
 
 
 def test_the_first_exception_of_a_chain_is_the_cause() -> None:
-    for name, cause, later in [("python_during_handling.txt", "KeyError: 'user_id'", "AttributeError"),
-                               ("python_direct_cause.txt", "httpcore.ConnectError", "httpx.ConnectError")]:
-        s = summarise((DATA / name).read_text(), None).text
-        assert s.index(cause) < s.index(later), s
+    """The first traceback of a chain leads; the one raised while handling it, or because of it,
+    is shown after it, or counted under it when it was raised in the same file."""
+    for name, cause, cause_line, later in [
+            ("python_during_handling.txt", "KeyError: 'user_id'", 6, "(+1 more in /srv/ingest/ingest/records.py)"),
+            ("python_direct_cause.txt", "httpcore.ConnectError", 10, "L30 httpx.ConnectError")]:
+        s = summarise((DATA / name).read_text(), None)
+        assert s.first_cited == cause_line, s.text
+        point = s.text.splitlines()[3]
+        assert point.startswith(f"L{cause_line} {cause}"), s.text
+        assert later in s.text and s.text.index(later) >= s.text.index(cause), s.text
 
 
 def test_json_reporting_a_failure_inside_a_success() -> None:
