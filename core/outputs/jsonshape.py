@@ -2,7 +2,11 @@
 
 An output that is one JSON document (an object or an array) is read for
 its problems first: keys such as ``error``, ``errors``, ``exception`` or
-``failureMessages`` with a value; ``status``/``state``/``result``/
+``failureMessages`` with a value, and compound keys whose last word says
+so (``writeErrors``, ``insertErrors``, SQS's ``Failed``) unless their first
+word makes them a setting (``ignoreErrors``, ``allowFailures``); where the
+items of such a key carry errors of their own, those are cited, the most
+specific lines; ``status``/``state``/``result``/
 ``conclusion``/``outcome`` saying failed, error or timed out; ``ok`` or
 ``success`` false; failure counts above zero (``numFailedTests: 2``). Each
 is cited at the line of its key. Then the shape: the top level's type and
@@ -26,11 +30,32 @@ _PROBLEM_KEY = re.compile(r"^(?:errors?|error_?(?:message|msg|code|detail|detail
                           r"exceptions|failures?|failed_?(?:items|records|entries|rows|jobs|tasks|messages)|"
                           r"failuremessages?|fault|faults|fatal|rejected|rejections|invalid_?(?:items|rows|records)?|"
                           r"stderr|traceback|stack_?trace|panic|crash)$", re.IGNORECASE)
+#: The last word of a compound key that holds what failed: ``writeErrors``, ``insertErrors``,
+#: ``Failed`` (SQS), ``failed_records``, ``partialFailures``, ``rowExceptions``.
+_PROBLEM_WORD = re.compile(r"^(?:errors?|failures?|failed|exceptions?|faults?|rejected|rejections)$", re.IGNORECASE)
+#: First words that make such a key a setting, not a report (``ignoreErrors``, ``allowFailures``).
+_SETTING_WORD = re.compile(r"^(?:ignore[ds]?|suppress(?:ed)?|allow(?:ed)?|expected|known|max|min|on|retry|handle|"
+                           r"continue|skip|tolerate[ds]?|report|show|log|raise|throw|stop|fail|treat|include|"
+                           r"exclude|mask|mute|silence|silent|no|without|any|accept|accepted|permit|permitted)$",
+                           re.IGNORECASE)
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def _problem_key(key: str) -> bool:
+    """Whether ``key`` names what went wrong: one of :data:`_PROBLEM_KEY`, or a compound key
+    whose last word says errors or failures (``writeErrors``, ``Failed``, ``insert_errors``)
+    and whose first word does not make it a setting (``ignoreErrors``)."""
+    if _PROBLEM_KEY.match(key):
+        return True
+    words = _WORDS.findall(key)
+    return bool(words) and bool(_PROBLEM_WORD.match(words[-1])) and not _SETTING_WORD.match(words[0])
+
+
 #: A numeric status that says an item failed: an HTTP error status.
 _HTTP_STATUS_KEY = re.compile(r"^(?:status|status_?code|http_?status|http_?code)$", re.IGNORECASE)
 #: The keys of an error object that say what went wrong, shown for it.
-_MESSAGE_KEYS = ("message", "msg", "reason", "detail", "description", "error_description", "title", "errorMessage",
-                 "ErrorMessage", "Message")
+_MESSAGE_KEYS = ("message", "msg", "errmsg", "errMsg", "error_message", "reason", "detail", "description",
+                 "error_description", "title", "errorMessage", "ErrorMessage", "Message", "Reason")
 _KIND_KEYS = ("type", "code", "name", "errorCode", "ErrorCode", "Code", "kind")
 _STATE_KEY = re.compile(r"^(?:status|state|result|conclusion|outcome|level|severity|health)$", re.IGNORECASE)
 _BAD_STATE = re.compile(r"fail|error|fatal|crash|broken|timed[ _-]?out|timeout|cancel|abort|unhealthy|critical|"
@@ -121,7 +146,7 @@ def _key_lines(text: str, offset_line: int) -> dict[tuple[Any, ...], int]:
             if pending is not None and stack:
                 stack[-1][1] = pending
                 path = tuple(s[1] for s in stack)
-                if len(path) <= 3 or _PROBLEM_KEY.match(pending) or _STATE_KEY.match(pending) \
+                if len(path) <= 3 or _problem_key(pending) or _STATE_KEY.match(pending) \
                         or _OK_KEY.match(pending) or _COUNT_KEY.match(pending):
                     out.setdefault(path, line)
             pending = None
@@ -190,17 +215,23 @@ def _problems(value: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], in
         for key, v in value.items():
             p = (*path, key)
             k = str(key)
-            if _PROBLEM_KEY.match(k):
+            plain = bool(_PROBLEM_KEY.match(k))
+            if plain or _problem_key(k):
                 if isinstance(v, bool):
-                    if v:  # "errors": true says only that something below failed
+                    if v and plain:  # "errors": true says only that something below failed
                         out.append((2, _line_of(lines, p), f"{_path_text(p)}: true"))
                     continue
                 if isinstance(v, (int, float)):
-                    if v > 0:
+                    if v > 0 and plain:
                         out.append((2, _line_of(lines, p), f"{_path_text(p)}: {v}"))
                     continue
                 if not _empty(v):
-                    out.append((0, _line_of(lines, p), f"{_path_text(p)}: {_error_text(v)}"))
+                    if isinstance(v, (list, dict)) and _holds_problems(v):
+                        # the items say what went wrong themselves (BigQuery's insertErrors hold each
+                        # row's errors): the most specific report is theirs, as with a bulk's items
+                        _problems(v, p, lines, out, depth + 1)
+                    else:
+                        out.append((0, _line_of(lines, p), f"{_path_text(p)}: {_error_text(v)}"))
                     continue
             if _STATE_KEY.match(k) and isinstance(v, str) and _BAD_STATE.search(v):
                 out.append((1, _line_of(lines, p), f"{_path_text(p)}: {v}" + _sibling_hint(value)))
@@ -214,6 +245,17 @@ def _problems(value: Any, path: tuple[Any, ...], lines: dict[tuple[Any, ...], in
     elif isinstance(value, list):
         for idx, v in enumerate(value[:5000]):
             _problems(v, (*path, idx), lines, out, depth + 1)
+
+
+def _holds_problems(value: Any) -> bool:
+    """Whether the items of ``value`` (a list, or an object's values) carry problem keys of their
+    own with something in them."""
+    items = value[:50] if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, dict) and any(_problem_key(str(k)) and not _empty(v) and not isinstance(v, (bool, int, float))
+                                          for k, v in item.items()):
+            return True
+    return False
 
 
 def _sibling_hint(obj: dict[str, Any]) -> str:

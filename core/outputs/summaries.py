@@ -545,9 +545,15 @@ def _first_cited(lines: list[str]) -> int | None:
 
 
 def _hard_fit(lines: list[str], budget: int) -> list[str]:
-    """Cut lines (keeping the first and the last) until the text fits."""
+    """Make the text fit: first each line cut to 200, then 120 characters (a long last line, what
+    no reader explained, must not push the first point out), then lines dropped from the end,
+    keeping the first and the last."""
     if _fits(lines, budget):
         return lines
+    for limit in (200, 120):
+        lines = [shorten(x, limit) if len(x) > limit else x for x in lines]
+        if _fits(lines, budget):
+            return lines
     keep_last = lines[-1]
     out = list(lines[:-1])
     while out and not _fits(out + ["…", keep_last], budget):
