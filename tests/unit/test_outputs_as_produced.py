@@ -291,6 +291,8 @@ _PREFIXES = st.sampled_from([
     lambda k, name: f"[2024-06-03 12:00:{k % 60:02d}] ",
     lambda k, name: f"[pod/{name}-7d9f/{name}] ",
     lambda k, name: f"@acme/{name}:build: ",
+    lambda k, name: f"{k % 3}|{name}   | ",
+    lambda k, name: f"[{name}] ",
 ])
 
 
