@@ -3,7 +3,8 @@
 An output that is one JSON document (an object or an array) is read for
 its problems first: keys such as ``error``, ``errors``, ``exception`` or
 ``failureMessages`` with a value, and compound keys whose last word says
-so (``writeErrors``, ``insertErrors``, SQS's ``Failed``) unless their first
+so (``writeErrors``, ``insertErrors``, SQS's ``Failed``) or whose first word
+says their items were not done (DynamoDB's ``UnprocessedItems``), unless their first
 word makes them a setting (``ignoreErrors``, ``allowFailures``); where the
 items of such a key carry errors of their own, those are cited, the most
 specific lines; ``status``/``state``/``result``/
@@ -38,16 +39,23 @@ _SETTING_WORD = re.compile(r"^(?:ignore[ds]?|suppress(?:ed)?|allow(?:ed)?|expect
                            r"continue|skip|tolerate[ds]?|report|show|log|raise|throw|stop|fail|treat|include|"
                            r"exclude|mask|mute|silence|silent|no|without|any|accept|accepted|permit|permitted)$",
                            re.IGNORECASE)
+#: First words that say the items under a compound key were not done (DynamoDB's ``UnprocessedItems``,
+#: ``rejectedRows``, ``invalid_records``, ``failedMessages``).
+_NOT_DONE_WORD = re.compile(r"^(?:failed|failing|unprocessed|rejected|invalid|errored|erroneous|undelivered|unsent|"
+                            r"bounced)$", re.IGNORECASE)
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
 def _problem_key(key: str) -> bool:
-    """Whether ``key`` names what went wrong: one of :data:`_PROBLEM_KEY`, or a compound key
+    """Whether ``key`` names what went wrong: one of :data:`_PROBLEM_KEY`, a compound key whose
+    first word says its items were not done (``UnprocessedItems``, ``rejectedRows``), or one
     whose last word says errors or failures (``writeErrors``, ``Failed``, ``insert_errors``)
     and whose first word does not make it a setting (``ignoreErrors``)."""
     if _PROBLEM_KEY.match(key):
         return True
     words = _WORDS.findall(key)
+    if len(words) > 1 and _NOT_DONE_WORD.match(words[0]):
+        return True
     return bool(words) and bool(_PROBLEM_WORD.match(words[-1])) and not _SETTING_WORD.match(words[0])
 
 

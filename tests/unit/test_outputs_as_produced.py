@@ -225,7 +225,7 @@ def test_json_reporting_a_failure_inside_a_success() -> None:
 
 
 @pytest.mark.parametrize("key", ["writeErrors", "insertErrors", "Failed", "failed_records", "partialFailures",
-                                 "rowExceptions", "batch-errors"])
+                                 "rowExceptions", "batch-errors", "UnprocessedItems", "rejectedRows"])
 def test_a_compound_key_that_reports_failures_is_read_by_its_last_word(key: str) -> None:
     body = json.dumps({"ok_count": 3, key: [{"id": "r2", "code": "E42", "message": "row 2 is bad"}]}, indent=2)
     s = summarise(run_command_form(body), None).text.splitlines()
