@@ -251,9 +251,11 @@ def _ending(doc: Doc) -> str:
 
 
 def _last_line(doc: Doc) -> str:
+    """The last line that is the output's (not wisp's own), quoted as stored, as every cited line
+    is, so that it reads as ``recall entry N from line K`` shows it."""
     for i in range(doc.n - 1, -1, -1):
         if doc.lines[i].strip():
-            return f"L{i + 1}: {shorten(doc.lines[i], 160)}"
+            return f"L{i + 1}: {_raw(doc, i + 1)}"
     return "nothing"
 
 

@@ -6,9 +6,9 @@ then ``summarise entry N`` and ``recall entry N from line K`` asked of the memor
 
 - For any JSON document, pretty or compact, through either tool, ``summarise entry N overview``
   (and the notable lines) give its shape (wisp-memory-tool.txt, "for JSON, its shape").
-- For every output of both corpora, each line a summary cites (``L154``) is the stored output's:
-  ``recall entry N from line 154`` shows that line first, and the first point's line is the
-  manifest's root cause.
+- For every output of both corpora, each line its notable lines or its overview cite (``L154``,
+  wherever it stands) is the stored output's: ``recall entry N from line 154`` shows that line
+  first, and the first point's line is the manifest's root cause.
 """
 
 from __future__ import annotations
@@ -110,12 +110,25 @@ async def test_every_cited_line_is_where_a_recall_from_it_lands(tmp_path: Path, 
     await h.begin()
     for out, expected, lines in stored:
         summary = await h.ask(f"summarise entry {out.number}")
-        cited = [int(m) for m in re.findall(r"^\s*L(\d+)[: ]", summary, re.MULTILINE)]
+        overview = await h.ask(f"summarise entry {out.number} overview")
+        # every citation, wherever it stands: a point's L154, a context line's L155:, "(L8)",
+        # "what followed from them: L18 …", "last L14", the overview's headings and first lines
+        cited = [int(m) for m in re.findall(r"(?<![\w/.-])L(\d+)(?=[:; ),]|$)", summary + "\n" + overview,
+                                            re.MULTILINE)]
         assert cited, summary
         first = int(re.search(r"^L(\d+) ", summary, re.MULTILINE).group(1))
+        shown: dict[int, str] = {}
+        for page_text in (summary, overview):
+            # a line quoted after its number (a context line, the last line) is that stored line
+            for m in re.finditer(r"(?:^\s*|last line |it ended with )L(\d+): (.*)$", page_text, re.MULTILINE):
+                shown[int(m.group(1))] = m.group(2)
         for k in sorted(set(cited)):
             page = (await h.ask(f"recall entry {out.number} from line {k}")).splitlines()
             assert page[2] == f"{k}\t{lines[k - 1]}" or page[2] == lines[k - 1], (k, page[2])
+            if k in shown:
+                quoted, stored = shown[k].strip(), re.sub(r"^\d+\t", "", page[2], count=1).expandtabs(4).strip()
+                assert stored.startswith(quoted[:-1].rstrip()) if quoted.endswith("…") else quoted == stored, \
+                    (k, quoted, stored)
             if k == first:
                 assert expected["root_text"] in page[2], (expected, summary)
     await h.close()
