@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from wisp.core.config import Config
 from wisp.core.outputs import split_stored_lines
+from wisp.core.outputs.doc import Doc
 from wisp.core.tools.approval import Approval
 from wisp.core.tools.base import ToolContext
 from wisp.core.tools.read_file import ReadFile
@@ -119,14 +120,16 @@ async def test_every_cited_line_is_where_a_recall_from_it_lands(tmp_path: Path, 
         first = int(re.search(r"^L(\d+) ", summary, re.MULTILINE).group(1))
         shown: dict[int, str] = {}
         for page_text in (summary, overview):
-            # a line quoted after its number (a context line, the last line) is that stored line
+            # a line quoted after its number (a context line, the last line) is that stored line, as a
+        # summary shows every line: without terminal colours, a line rewritten with \r as it ended
             for m in re.finditer(r"(?:^\s*|last line |it ended with )L(\d+): (.*)$", page_text, re.MULTILINE):
                 shown[int(m.group(1))] = m.group(2)
         for k in sorted(set(cited)):
             page = (await h.ask(f"recall entry {out.number} from line {k}")).splitlines()
             assert page[2] == f"{k}\t{lines[k - 1]}" or page[2] == lines[k - 1], (k, page[2])
             if k in shown:
-                quoted, stored = shown[k].strip(), re.sub(r"^\d+\t", "", page[2], count=1).expandtabs(4).strip()
+                quoted = shown[k].strip()
+                stored = Doc(re.sub(r"^\d+\t", "", page[2], count=1)).stored_lines[0].expandtabs(4).strip()
                 assert stored.startswith(quoted[:-1].rstrip()) if quoted.endswith("…") else quoted == stored, \
                     (k, quoted, stored)
             if k == first:

@@ -104,11 +104,13 @@ def test_cited_lines_are_the_stored_lines(folder: Path, name: str, expected: dic
     text = (folder / name).read_text()
     lines = split_stored_lines(text)
     s = summarise(text, None, budget_tokens=2000)
+    clean = Doc(text).stored_lines  # as stored, without terminal colours (a summary shows none)
     for m in re.finditer(r"^\s+L(\d+): (.*)$", s.text, re.MULTILINE):
         number, shown = int(m.group(1)), m.group(2)
         assert 1 <= number <= len(lines)
         if not shown.endswith("…"):
-            stored = re.sub(r"^\d+\t", "", lines[number - 1]) if "\t" in lines[number - 1][:10] else lines[number - 1]
+            line = clean[number - 1]
+            stored = re.sub(r"^\d+\t", "", line) if "\t" in line[:10] else line
             assert shown.strip() == stored.expandtabs(4).strip(), (number, shown)
 
 
@@ -199,6 +201,15 @@ def test_an_exception_groups_own_line_followed_from_its_sub_exceptions() -> None
     assert "what followed from them: L16 ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)" in s
     assert "L23 httpx.HTTPStatusError" in s.splitlines()[3]  # the first sub-exception leads
     assert "L30 KeyError: 'items'" in s  # the second sub-exception, read too
+
+
+def test_a_group_a_logger_starts_on_its_own_line_is_read() -> None:
+    """uvicorn logs ``traceback.format_exc()`` after its ``ERROR:    ``: the box starts on that line."""
+    text = (SECOND / "docker_logs_t_group.txt").read_text()
+    assert "ERROR:      + Exception Group Traceback" in text.splitlines()[2]
+    s = summarise(text, None)
+    assert s.first_cited == 17 and "L22 psycopg_pool.PoolTimeout" in s.text, s.text
+    assert "what followed from them: L10 ExceptionGroup" in s.text
 
 
 def test_the_first_exception_of_a_chain_is_the_cause() -> None:
