@@ -209,6 +209,14 @@ def _error_text(value: Any) -> str:
         msg = next((str(value[k]) for k in _MESSAGE_KEYS if isinstance(value.get(k), str) and value[k].strip()), "")
         if msg or kind:
             return _preview(f"{kind}: {msg}" if kind and msg else (msg or kind))
+        # an item that names what failed and holds why one level down (Elasticsearch's
+        # failures[].cause, a batch item's error): why, then which item
+        for key in ("cause", "error", "err", "exception", "fault", "reason", "caused_by", "errors"):
+            inner = value.get(key)
+            if isinstance(inner, (dict, list)) and inner:
+                which = next((f"{k} {value[k]}" for k in ("id", "_id", "Id", "index", "key", "name", "custom_id")
+                              if isinstance(value.get(k), (str, int)) and not isinstance(value.get(k), bool)), "")
+                return _preview(_error_text(inner) + (f" ({which})" if which else ""))
     if isinstance(value, list) and value:
         more = f" (+{len(value) - 1} more)" if len(value) > 1 else ""
         return _error_text(value[0]) + more

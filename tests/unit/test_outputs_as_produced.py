@@ -253,6 +253,13 @@ def test_a_setting_named_after_errors_is_no_failure(key: str) -> None:
     assert "nothing in it reports a failure" in s, s
 
 
+def test_an_item_that_holds_why_one_level_down_says_why_and_which() -> None:
+    """Elasticsearch's ``failures[].cause``: the point says the cause and names the item."""
+    s = summarise((SECOND / "json_es_update_by_query.txt").read_text(), None).text
+    assert ("L14 failures: document_parsing_exception: [1:88] failed to parse field [shipped_at] of type [date] in "
+            "document with id 'o-88412' (id o-88412) (+1 more)") in s, s
+
+
 def test_errors_inside_reported_items_are_cited_where_they_are() -> None:
     """A report whose items carry their own errors (BigQuery's insertErrors) cites each item's errors,
     the most specific lines, as a bulk response's items are cited and not its ``errors: true``."""
