@@ -158,7 +158,11 @@ def test_read_files_numbers_are_taken_off_even_for_one_line() -> None:
     lambda i: f"@acme/api:build: ",
     lambda i: f"0|api      | ",
     lambda i: f"[api] ",
-], ids=["buildkit", "compose", "honcho", "journald", "actions", "jenkins", "kubectl", "turbo", "pm2", "concurrently"])
+    lambda i: f"Jun 12 08:{i // 60 % 60:02d}:{i % 60:02d}.{i:06d} host app[812]: ",
+    lambda i: f"[{i * 1.25:12.6f}] host app[812]: ",
+    lambda i: f"2024-06-12T10:11:{i % 60:02d}.{i:06d}+00:00 app[web.1]: ",
+], ids=["buildkit", "compose", "honcho", "journald", "actions", "jenkins", "kubectl", "turbo", "pm2", "concurrently",
+        "journald-precise", "journald-monotonic", "heroku"])
 def test_a_prefix_on_every_line_is_read_off(prefix) -> None:
     text = (DATA_ROOT / "summarise" / "cargo_build_error.txt").read_text()
     lines = split_stored_lines(text)
@@ -311,6 +315,8 @@ _PREFIXES = st.sampled_from([
     lambda k, name: f"@acme/{name}:build: ",
     lambda k, name: f"{k % 3}|{name}   | ",
     lambda k, name: f"[{name}] ",
+    lambda k, name: f"Jun  3 12:00:{k % 60:02d}.{k:06d} ci-7 {name}[41]: ",
+    lambda k, name: f"app[{name}]: ",
 ])
 
 
