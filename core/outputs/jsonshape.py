@@ -67,7 +67,7 @@ _MESSAGE_KEYS = ("message", "msg", "errmsg", "errMsg", "error_message", "reason"
 _KIND_KEYS = ("type", "code", "name", "errorCode", "ErrorCode", "Code", "kind")
 _STATE_KEY = re.compile(r"^(?:status|state|result|conclusion|outcome|level|severity|health)$", re.IGNORECASE)
 _BAD_STATE = re.compile(r"fail|error|fatal|crash|broken|timed[ _-]?out|timeout|cancel|abort|unhealthy|critical|"
-                        r"^red$|^down$", re.IGNORECASE)
+                        r"reject|denied|declined|partial[_ -]?success|^partial$|^red$|^down$", re.IGNORECASE)
 _OK_KEY = re.compile(r"^(?:ok|success|succeeded|passed|healthy)$", re.IGNORECASE)
 _COUNT_KEY = re.compile(r"^(?:num\w*(?:fail|error)\w*|failed|failures|errors|error_?count|fail(?:ed|ure)_?count)$",
                         re.IGNORECASE)
