@@ -171,6 +171,37 @@ def _key_lines(text: str, offset_line: int) -> dict[tuple[Any, ...], int]:
     return out
 
 
+_KEY_AT_START = re.compile(r'^\s*"(?:[^"\\\n]|\\.)*"\s*:')
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\]]')
+
+
+def value_span(lines: list[str], line: int, limit: int = 2000) -> tuple[int, int]:
+    """The 1-based lines ``(first, last)`` the value of the key on 1-based ``line`` spans: to
+    where the object or array it opens closes (strings skipped), else that line alone. At most
+    ``limit`` lines; a line past the end gives ``(line, line)``."""
+    if not 0 < line <= len(lines):
+        return line, line
+    depth = 0
+    opened = False
+    text = lines[line - 1]
+    key = _KEY_AT_START.match(text)  # the value starts after the key, whose name may hold a colon
+    start = key.end() if key else 0
+    for k in range(line - 1, min(len(lines), line - 1 + limit)):
+        chunk = lines[k][start:] if k == line - 1 else lines[k]
+        for m in _STRING_OR_BRACKET.finditer(chunk):
+            tok = m.group(0)
+            if tok in "{[":
+                depth += 1
+                opened = True
+            elif tok in "}]":
+                depth -= 1
+                if opened and depth <= 0:
+                    return line, k + 1
+        if not opened and k == line - 1:
+            return line, line  # a scalar on the key's line
+    return line, line
+
+
 def _line_of(lines: dict[tuple[Any, ...], int], path: tuple[Any, ...]) -> int:
     while path:
         if path in lines:
@@ -338,4 +369,4 @@ def _shape(value: Any, lines: dict[tuple[Any, ...], int], first: int = 1) -> lis
     return out
 
 
-__all__ = ["JsonReading", "try_json"]
+__all__ = ["JsonReading", "try_json", "value_span"]

@@ -46,7 +46,7 @@ from .eslint import read_eslint
 from .go import read_go
 from .java import read_java_traces, read_kotlin, read_maven
 from .jest import read_jest
-from .jsonshape import JsonReading, try_json
+from .jsonshape import JsonReading, try_json, value_span
 from .logs import LogReading, is_log, message_line, read_levels, read_log, severity_line
 from .managed import read_docker, read_services
 from .node import read_bundlers, read_node
@@ -150,7 +150,10 @@ def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
     js = try_json(doc)
     if js is not None:
         for line, _ in js.problems:
-            reading.claim(line)
+            # the whole value a problem stands for is accounted for: its message and fields
+            # are what the point says, not failure-looking lines no reader explained
+            first, last = value_span(doc.lines, line)
+            reading.claim_range(first, last)
         reading.saw("json")
         analysis = Analysis(doc, reading, "json", json=js)
         _unexplained(analysis)

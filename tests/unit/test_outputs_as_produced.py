@@ -300,6 +300,34 @@ def test_any_json_document_gets_its_shape(value, indent, tool) -> None:
             assert f'"{first_key}"' in s.text, s.text
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_KEY, _JSON, min_size=1, max_size=6), st.sampled_from([None, 2, 4]))
+def test_a_keys_value_span_holds_exactly_its_value(value, indent) -> None:
+    """What a problem's point accounts for is its key's whole value: the lines from the key to
+    where its value ends hold that value and nothing after it."""
+    from wisp.core.outputs.jsonshape import value_span
+
+    lines = json.dumps(value, indent=indent, ensure_ascii=False).split("\n")
+    if indent is None:
+        assert all(value_span(lines, 1) == (1, 1) for _ in value)
+        return
+    for k, key in enumerate(value):
+        line = 2 + sum(len(json.dumps(value[x], indent=indent, ensure_ascii=False).split("\n")) for x in list(value)[:k])
+        first, last = value_span(lines, line)
+        text = "\n".join(lines[first - 1:last]).lstrip()
+        name = json.dumps(key, ensure_ascii=False) + ":"
+        assert text.startswith(name), (key, text)
+        text = text[len(name):]
+        assert json.loads(text.rstrip().rstrip(",")) == value[key], (key, first, last)
+
+
+def test_the_lines_of_a_reported_failure_are_explained() -> None:
+    """A failure's message and fields, below the key its point cites, are what the point says."""
+    s = summarise((SECOND / "json_mongo_bulkwrite.txt").read_text(), None)
+    assert "L5 writeErrors: 11000: E11000 duplicate key error" in s.text
+    assert s.unexplained == 0, s.text
+
+
 # -- random prefixes on a known build log -------------------------------------------------------
 
 _BUILD = (DATA_ROOT / "summarise" / "gcc_make_errors.txt").read_text()
