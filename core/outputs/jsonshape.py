@@ -93,7 +93,8 @@ def try_json(doc: Doc) -> JsonReading | None:
     ``[exit status 0]`` and read_file's numbers and ``[end of file]``, which
     are wisp's, not the document's. A preamble of a few lines before it
     (``curl -i``'s status line and headers) is passed over; nothing but
-    blank lines may follow it. Key lines are the stored output's."""
+    blank lines, or a few short lines (a client's status line, ``status=207``), may follow it.
+    Key lines are the stored output's."""
     lines = doc.lines
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None:
@@ -107,11 +108,12 @@ def try_json(doc: Doc) -> JsonReading | None:
         if not text or text[0] not in "{[" or len(text) > MAX_SCAN_BYTES:
             continue
         try:
-            value = json.loads(text)
+            value, end = json.JSONDecoder().raw_decode(text)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(value, (dict, list)):
+        if not isinstance(value, (dict, list)) or not _epilogue(text[end:]):
             continue
+        text = text[:end]
         key_lines = _key_lines(text, start)
         problems: list[tuple[int, int, str]] = []
         _problems(value, (), key_lines, problems, 0)
@@ -122,6 +124,22 @@ def try_json(doc: Doc) -> JsonReading | None:
         shape = _shape(value, key_lines, start + 1)
         return JsonReading(value, key_lines, found, shape)
     return None
+
+
+#: What may follow a document on its own lines: a client's status line (``curl -w
+#: '\nstatus=%{http_code}'``, ``HTTP 207``), a few short lines that are no second document.
+MAX_EPILOGUE_LINES = 3
+
+
+def _epilogue(rest: str) -> bool:
+    """Whether ``rest``, what follows the document, may: nothing but blank lines, or at most
+    :data:`MAX_EPILOGUE_LINES` short lines after a line break, none opening another document."""
+    if not rest.strip():
+        return True
+    if not rest.startswith(("\n", "\r\n")):
+        return False  # text on the document's own last line: not one document
+    lines = [ln.strip() for ln in rest.splitlines() if ln.strip()]
+    return len(lines) <= MAX_EPILOGUE_LINES and all(len(ln) <= 120 and ln[0] not in "{[" for ln in lines)
 
 
 def _key_lines(text: str, offset_line: int) -> dict[tuple[Any, ...], int]:

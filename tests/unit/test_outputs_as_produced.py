@@ -264,6 +264,16 @@ def test_an_item_that_holds_why_one_level_down_says_why_and_which() -> None:
             "document with id 'o-88412' (id o-88412) (+1 more)") in s, s
 
 
+def test_a_status_line_after_the_document_leaves_it_json() -> None:
+    """``curl -s -w '\\nstatus=%{http_code}\\n'`` puts its status after the body."""
+    body = json.dumps({"results": [{"id": 1, "status": "failed", "error": "bad number"}]}, indent=2)
+    s = summarise(run_command_form(body + "\nstatus=207"), None)
+    assert s.mode == "json" and s.first_cited == 6, s.text
+    # a second document, or a long text after it, is not one JSON document
+    assert summarise(run_command_form(body + "\n" + body), None).mode != "json"
+    assert summarise(run_command_form(body + "\n" + "then it went on " * 20), None).mode != "json"
+
+
 def test_errors_inside_reported_items_are_cited_where_they_are() -> None:
     """A report whose items carry their own errors (BigQuery's insertErrors) cites each item's errors,
     the most specific lines, as a bulk response's items are cited and not its ``errors: true``."""
