@@ -306,10 +306,13 @@ MAX_CONTEXT_WINDOW = 4_194_304
 
 #: When a change to a conversation's tools applies: they are settled when a conversation is
 #: opened (wisp-memory-tool.txt: "it applies from the next conversation"), the same for the TUI
-#: and ``wisp ask``, and ``--continue`` or ``--resume`` opens an existing one again.
+#: and ``wisp ask`` (:func:`wisp.core.session.settle`), and ``--continue`` or ``--resume`` opens an
+#: existing one again. An explicit list is exactly that list: a conversation started with
+#: ``--tool`` keeps it, and an AGENTS.md ``tools:`` line wins over both keys.
 TOOLS_APPLY = ("It applies from the next conversation (/new), and to an existing one when it is opened again "
                "(wisp --continue, wisp ask --continue, --resume ID); a conversation open now keeps the tools "
-               "it was opened with.")
+               "it was opened with, and one whose tools were named (--tool, an AGENTS.md tools: line) keeps "
+               "that list.")
 
 #: Keys read afresh from the file each time they are read, so that a change made anywhere
 #: applies on the next use without a restart (enso-episodic-memory.txt, "Setup and controls":

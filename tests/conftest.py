@@ -38,6 +38,16 @@ def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     monkeypatch.delenv("WISP_WORKSPACE", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _close_memory_harnesses() -> Iterator[None]:
+    """A memory harness a failed test left open is closed, so the run can end."""
+    yield
+    from tests.support.memory_harness import LEFT_OPEN, close_left_open
+
+    if LEFT_OPEN:
+        close_left_open()
+
+
 @pytest.fixture
 def wisp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh WISP_HOME (config, database and audit log inside it); the real home is never touched.

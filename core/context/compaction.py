@@ -197,9 +197,10 @@ async def preview_compaction(context: Any, conversation: int, focus: str | None 
     last_turn = turns[-1].number if turns else 0
     task = ctx.task or inputs.task
     facts = [fact_line(v.fact) for v in ctx.facts]
+    task_line = f"{task.value} [{task.source_label(in_facts_layer=True)}; {task.vid}]" if task else None
     preview = CompactPreview(
         conversation=conversation, focus=focus, leaving=[], staying=[s.number for s in ctx.turns], draft=None,
-        previous=ctx.summary, facts=facts, task=f"{task.value} [{task.source_label()}; {task.vid}]" if task else None,
+        previous=ctx.summary, facts=facts, task=task_line,
         tokens_before=ctx.total,
         tokens_after=ctx.total, budget=ctx.budget, window=ctx.window,
         newest_version=newest.version if newest else None, last_turn=last_turn, model=ctx.model)

@@ -350,7 +350,7 @@ def facts_layer_text(facts: list[FactView], flags: ToolFlags) -> str:
     lines = [FACTS_HEADING]
     for v in rows:
         f = v.fact
-        tail = f.source_label()
+        tail = f.source_label(in_facts_layer=True)
         if f.proposal:
             tail += "; a proposal"
         elif f.kept_at:

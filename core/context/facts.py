@@ -187,9 +187,18 @@ class Fact:
     def current(self) -> bool:
         return self.state == "current"
 
-    def source_label(self) -> str:
-        """The source as the reference document's fact lines write it:
-        ``person``, ``tool run_command, turn 2, entry 9``, ``model, noted, turn 4``."""
+    def source_label(self, *, in_facts_layer: bool = False) -> str:
+        """The source as the reference document writes it: ``person``,
+        ``tool run_command, turn 2, entry 9``, ``model, noted, turn 4, entry 12``.
+
+        A noted fact names the entry of the memory call that noted it, so that
+        its history has something to recall (``- c2 [model, noted, turn 2,
+        entry 12] at …``). ``in_facts_layer``: the form of the facts layer's
+        lines and ``/fact``, where a noted fact reads ``model, noted, turn 4``
+        (wisp-memory-tool.txt, "note": "In facts' lines a noted fact's source
+        reads model, noted, turn 4"): the call holds only the note the value
+        already says, so naming it in every request would cost tokens for
+        nothing; a tool's fact keeps its entry there, which holds the output."""
         parts: list[str]
         if self.source == "tool":
             parts = [f"tool {self.tool}" if self.tool else "tool"]
@@ -199,7 +208,7 @@ class Fact:
             parts = ["person"]
         if self.turn:
             parts.append(f"turn {self.turn}")
-        if self.entries:
+        if self.entries and not (in_facts_layer and self.source == "model" and self.method == "noted"):
             word = "entry" if len(self.entries) == 1 else "entries"
             parts.append(f"{word} {', '.join(str(e) for e in self.entries)}")
         return ", ".join(parts)
@@ -621,7 +630,7 @@ def fact_line(fact: Fact, *, with_id: bool = True) -> str:
     """One current fact as the facts layer and ``/fact`` write it:
     ``branch = main [tool git, turn 3; c2]``, with ``a proposal`` marked."""
     label = fact.label
-    tail = fact.source_label()
+    tail = fact.source_label(in_facts_layer=True)
     if fact.proposal:
         tail += "; a proposal"
     elif fact.kept_at:

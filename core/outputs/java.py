@@ -52,7 +52,11 @@ _GRADLE_TEST = re.compile(r"^(?P<cls>[\w.$]+) > (?P<test>.+?) FAILED$")
 _GRADLE_COUNTS = re.compile(r"^(?P<run>\d+) tests? completed, (?P<failed>\d+) failed(?:, (?P<skipped>\d+) skipped)?\s*$")
 _JAVA_EXC = re.compile(r"^(?:Exception in thread \"[^\"]*\" |Caused by: )?(?P<exc>(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*"
                        r"(?:Exception|Error|Throwable|Failure)[\w$]*)(?:: (?P<msg>.*))?$")
-_JAVA_AT = re.compile(r"^\s+at (?P<frame>[\w.$<>]+)\((?P<file>[\w$.-]+\.(?:java|kt|scala|groovy)):(?P<line>\d+)\)$")
+#: A frame, its method qualified by its module and class loader as Java 9+ writes them
+#: (``java.base/java.util.Arrays.copyOf``, ``app//org.junit…``, ``java.base@17.0.2/…``).
+_JAVA_AT = re.compile(r"^\s+at (?P<frame>[\w.$<>/@-]+)\((?P<file>[\w$.-]+\.(?:java|kt|scala|groovy)):(?P<line>\d+)\)$")
+#: Any frame, also one with no file (``(Native Method)``, ``(Unknown Source)``).
+_ANY_AT = re.compile(r"^\s+at [\w.$<>/@-]+\(")
 
 
 def _surefire_name(line: str) -> str | None:
@@ -278,7 +282,7 @@ def read_java_traces(doc: Doc, r: Reading) -> None:
         if line.startswith("Caused by: "):
             continue
         m = _JAVA_EXC.match(line)
-        if not m or i + 1 >= doc.n or not _JAVA_AT.match(doc.lines[i + 1]):
+        if not m or i + 1 >= doc.n or not _ANY_AT.match(doc.lines[i + 1]):
             continue
         # the trace: frames, "... N more", "Caused by:" blocks
         causes = [i]

@@ -8,6 +8,9 @@
 - Crashes: ``Segmentation fault``, ``Killed``, ``Aborted (core dumped)``,
   ``out of memory``, AddressSanitizer reports.
 - GitHub Actions' ``##[error]`` and ``::error`` markers.
+- An uncaught exception written as Ruby writes it, its class in parentheses
+  at the end (``bin/import.rb:27:in `block in <main>': undefined method
+  `strip' for nil (NoMethodError)``): a root cause at its file.
 """
 
 from __future__ import annotations
@@ -28,14 +31,24 @@ _CRASH = re.compile(r"(?:^|\s)(?:Segmentation fault|Bus error|Aborted|Illegal in
                     r"^==\d+==ERROR: \w*Sanitizer|^fatal error: runtime: out of memory|\bOOMKilled\b")
 
 
+#: Ruby's uncaught exception: ``FILE:LINE:in `WHERE': MESSAGE (Class::Name)``.
+_RUBY = re.compile(r"^(?P<file>\S+?\.rb):(?P<line>\d+):in [`'][^']*': (?P<msg>.*) \((?P<cls>[A-Z]\w*(?:::\w+)*)\)$")
+
+
 def read_bare_errors(doc: Doc, r: Reading) -> None:
     """Bare error lines, crashes and CI markers (see the module doc)."""
     for i in doc.lines_with("error", "Error", "ERROR", "fatal", "Fatal", "FATAL", "failed", "FAILED", "Segmentation", "Killed", "Aborted",
                             "out of memory", "Out of memory", "Sanitizer", "Bus error", "Illegal instruction",
-                            "OOMKilled", lower=False):
+                            "OOMKilled", ".rb:", lower=False):
         if i + 1 in r.claimed:
             continue
         line = doc.lines[i]
+        m = _RUBY.match(line.strip())
+        if m:
+            ctx = tuple(j + 1 for j in range(i + 1, min(doc.n, i + 4)) if doc.lines[j].strip())[:2]
+            r.add(Finding(i + 1, "error", m.group("file"), f"{m.group('cls')}: {shorten(m.group('msg'), 200)} (raised at "
+                          f"{m.group('file')}:{m.group('line')})", RANK_ROOT, ctx, reader="ruby"))
+            continue
         m = _CI.match(line)
         if m:
             msg = m.group("msg").strip()

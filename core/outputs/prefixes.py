@@ -7,6 +7,8 @@ ends with ``[end of file]`` or the next page's ``[more: …]``, and what ran
 under a build system or a process manager carries a prefix on every line:
 Docker BuildKit's step and seconds (``#12 3.456 ``), docker compose's,
 foreman's and honcho's process names (``api-1  | ``, ``09:14:02 web.1  | ``),
+pm2's id and name (``0|api      | ``), concurrently's (``[api] ``, ``[0] ``),
+Heroku's source and dyno (``app[web.1]: ``),
 journald's time, host and unit (``Jun 12 08:00:01 edge-03 app[812]: ``),
 kubectl's ``[pod/NAME/CONTAINER] ``, a build runner's package and task
 (``@acme/api:build: ``), and timestamps (CI runners, Jenkins). A reader that
@@ -72,15 +74,21 @@ _FAMILIES = [
     _Family("timestamp", re.compile(r"^" + _ISO + r" +(?=\S)")),
     # Docker BuildKit, plain progress: step number and seconds since the step started
     _Family("buildkit", re.compile(r"^(?P<name>#\d+) \d+\.\d+(?: |$)"), 0.0),
-    # journald (short and short-iso): time, host, unit and pid
-    _Family("journald", re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|" + _ISO + r") [\w.-]+ "
-                                   r"(?P<name>[\w@.\-/]+)(?:\[\d+\])?: ?"), 0.0),
+    # journald (short, short-precise, short-iso, short-monotonic): time, host, unit and pid
+    _Family("journald", re.compile(r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|" + _ISO +
+                                   r"|\[ *\d+\.\d+\]) [\w.-]+ (?P<name>[\w@.\-/]+)(?:\[\d+\])?: ?"), 0.0),
     # foreman, honcho, overmind: time, process name, bar
     _Family("process", re.compile(r"^\d\d:\d\d:\d\d(?:\.\d+)? (?P<name>[\w.@/-]+)\s*\| ?")),
     # docker compose (v1 and v2), kubectl --prefix without brackets, concurrently with names
     _Family("process", re.compile(r"^(?P<name>[A-Za-z][\w.@/-]*)\s+\| ?")),
+    # pm2 logs: the process's id and name, then a bar (``0|api      | ``)
+    _Family("process", re.compile(r"^(?P<name>\d+\|[\w.@/-]+)\s*\| ?")),
+    # Heroku's and syslog's source and process after the time (``app[web.1]: ``, ``heroku[router]: ``)
+    _Family("process", re.compile(r"^(?P<name>[A-Za-z][\w.-]*\[[\w.-]+\]): ")),
     # kubectl logs --prefix
     _Family("process", re.compile(r"^\[(?P<name>pod/[^\]\s]+)\] ")),
+    # concurrently, npm-run-all, lerna: the process's name or index in brackets (``[api] ``, ``[0] ``)
+    _Family("process", re.compile(r"^\[(?P<name>[\w.@/:-]{1,40})\] ")),
     # turbo, pnpm -r, lerna, nx: package and task
     _Family("package", re.compile(r"^(?P<name>@?[\w.-]+(?:/[\w.-]+)?[:#][A-Za-z][\w.-]*): ")),
 ]
@@ -182,7 +190,7 @@ def _take(p: Produced, fam: _Family, names: list[str | None]) -> bool:
     hits = [i for i in sample if fam.pattern.match(lines[i])]
     if len(hits) < 2 or len(hits) < fam.min_share * len(sample):
         return False
-    if fam.name in ("process", "package") and fam.pattern.pattern.startswith("^(?P<name>"):
+    if fam.name in ("process", "package") and fam.pattern.pattern.startswith(("^(?P<name>", "^\\[(?P<name>[")):
         # "name | text", "name:task: text": a table, a shell pipe or a logger's "INFO:app:" look
         # alike; a process manager's or a build runner's names are few, repeat, and are no level
         found = {fam.pattern.match(lines[i]).group("name") for i in hits}  # type: ignore[union-attr]

@@ -24,8 +24,10 @@ def clip(s: str) -> str:
     return shorten(s, 200)
 
 
-#: The first line of an exception group's traceback (Python 3.11+), drawn in a box.
-_GROUP_HEAD = re.compile(r"^(?P<indent>\s*)\+ Exception Group Traceback \(most recent call last\):\s*$")
+#: The first line of an exception group's traceback (Python 3.11+), drawn in a box; a logger may
+#: write its own words before it on that line (uvicorn's ``ERROR:      + Exception Group …``).
+_GROUP_HEAD = re.compile(r"^(?P<lead>.*?\S)??(?P<indent>\s*)\+ Exception Group Traceback \(most recent call last\):"
+                         r"\s*$")
 #: A box line of an exception group: ``+-+---- 1 ----``, ``+---- 2 ----``, ``+------------``, ``+---- ... ----``.
 _GROUP_RULE = re.compile(r"^\s*\+[-+]*-{3,}(?: (?:\d+|\.\.\.(?: and \d+ more exceptions)?) -+)?\s*$")
 #: The bar before each line inside the box.
@@ -45,6 +47,10 @@ def _unboxed(doc: Doc) -> list[str]:
         if not m:
             continue
         base = len(m.group("indent"))
+        if m.group("lead") and i + 1 < doc.n:
+            # the box's bars stand where its next line says, not after the logger's words
+            nxt = doc.lines[i + 1]
+            base = len(nxt) - len(nxt.lstrip())
         lines[i] = "Exception Group Traceback (most recent call last):"
         j = i + 1
         while j < doc.n:

@@ -21,7 +21,8 @@ Rules (wisp-memory-tool.txt, "summarise"; issue 4, "Verbs"):
   reader accounted for.
 - The overview: the size, how it ended (the exit status in the entry's meta,
   else its last line), the kinds of line counted, the lines that look like
-  headings with their numbers, the first and last lines.
+  headings with their numbers, the first and last lines; for JSON, its
+  shape first, as in the notable lines.
 - Both fit the token budget (estimated at four characters a token): the
   lines under points go first, then the later places, which are named in a
   count.
@@ -45,7 +46,7 @@ from .eslint import read_eslint
 from .go import read_go
 from .java import read_java_traces, read_kotlin, read_maven
 from .jest import read_jest
-from .jsonshape import JsonReading, try_json
+from .jsonshape import JsonReading, try_json, value_span
 from .logs import LogReading, is_log, message_line, read_levels, read_log, severity_line
 from .managed import read_docker, read_services
 from .node import read_bundlers, read_node
@@ -149,7 +150,10 @@ def analyse(text: str, meta: dict[str, Any] | None = None) -> Analysis:
     js = try_json(doc)
     if js is not None:
         for line, _ in js.problems:
-            reading.claim(line)
+            # the whole value a problem stands for is accounted for: its message and fields
+            # are what the point says, not failure-looking lines no reader explained
+            first, last = value_span(doc.lines, line)
+            reading.claim_range(first, last)
         reading.saw("json")
         analysis = Analysis(doc, reading, "json", json=js)
         _unexplained(analysis)
@@ -250,9 +254,11 @@ def _ending(doc: Doc) -> str:
 
 
 def _last_line(doc: Doc) -> str:
+    """The last line that is the output's (not wisp's own), quoted as stored, as every cited line
+    is, so that it reads as ``recall entry N from line K`` shows it."""
     for i in range(doc.n - 1, -1, -1):
         if doc.lines[i].strip():
-            return f"L{i + 1}: {shorten(doc.lines[i], 160)}"
+            return f"L{i + 1}: {_raw(doc, i + 1)}"
     return "nothing"
 
 
@@ -544,9 +550,15 @@ def _first_cited(lines: list[str]) -> int | None:
 
 
 def _hard_fit(lines: list[str], budget: int) -> list[str]:
-    """Cut lines (keeping the first and the last) until the text fits."""
+    """Make the text fit: first each line cut to 200, then 120 characters (a long last line, what
+    no reader explained, must not push the first point out), then lines dropped from the end,
+    keeping the first and the last."""
     if _fits(lines, budget):
         return lines
+    for limit in (200, 120):
+        lines = [shorten(x, limit) if len(x) > limit else x for x in lines]
+        if _fits(lines, budget):
+            return lines
     keep_last = lines[-1]
     out = list(lines[:-1])
     while out and not _fits(out + ["…", keep_last], budget):
@@ -642,6 +654,9 @@ def _overview(a: Analysis, budget: int, hint: str | None) -> Summary:
     body_fixed = [what, "kinds of line: " + ", ".join(f"{n:,} {k}" for k, n in kinds)]
     if a.log is not None:
         body_fixed.append(severity_line(a.log))
+    # JSON's overview is its shape (wisp-memory-tool.txt: "for JSON, its shape"): a document's
+    # headings and first lines say little of it, its keys and their types say what it holds
+    shape = [f"L{ln} {text.strip()}" for ln, text in a.json.shape] if a.json is not None else []
     heads = _headings(doc)
     nonblank = [i for i in range(min(doc.n, 2000)) if doc.lines[i].strip()]
     tail_lines = []
@@ -652,10 +667,15 @@ def _overview(a: Analysis, budget: int, hint: str | None) -> Summary:
                 break
     tail_lines.reverse()
     tail = [_unexplained_line(a, hint)]
-    n_heads, k = min(len(heads), 12), 3
+    n_heads, k, n_shape = min(len(heads), 12), 3, len(shape)
 
     def render() -> list[str]:
         out: list[str] = []
+        if shape:
+            out.append("its shape:")
+            out.extend(shape[:n_shape])
+            if len(shape) > n_shape:
+                out.append(f"+{len(shape) - n_shape} more keys")
         if heads:
             out.append(f"{_plural(len(heads), 'line')} that look like headings:")
             out.extend(f"L{ln} {_raw(doc, ln, 120)}" for ln in heads[:n_heads])
@@ -673,13 +693,17 @@ def _overview(a: Analysis, budget: int, hint: str | None) -> Summary:
         return out
 
     body = render()
-    while not _fits(head + body_fixed + body + tail, budget) and (n_heads > 1 or k > 1):
-        if n_heads > 3:
+    while not _fits(head + body_fixed + body + tail, budget) and (n_heads > 1 or k > 1 or n_shape > 1):
+        if n_shape > 8:
+            n_shape = max(8, n_shape // 2)
+        elif n_heads > 3:
             n_heads = max(3, n_heads // 2)
         elif k > 1:
             k -= 1
-        else:
+        elif n_heads > 1:
             n_heads -= 1
+        else:
+            n_shape -= 1
         body = render()
     lines = _hard_fit(head + body_fixed + body + tail, budget)
     return Summary("\n".join(lines), "overview", a.mode, list(a.reading.readers), _first_cited(lines),

@@ -70,19 +70,54 @@ class Harness:
         return await self.record("tool_result", content, audit_kind="tool.result", tool_name=tool,
                                  tool_call_id=call_id, meta=meta)
 
-    async def ask(self, request: str, turn: int | None = None) -> str:
-        """The memory tool's answer to ``request`` in the open turn."""
+    async def ask(self, request: str, turn: int | None = None, *, call_entry: int | None = None) -> str:
+        """The memory tool's answer to ``request`` in the open turn (``call_entry``: the entry
+        recording the call, as the agent passes it; ``None`` as a tool called directly)."""
         ctx = ToolContext(workdir=self.workdir, config=None, conversation_id=self.conversation,
-                          turn=self.turn_number if turn is None else turn)
+                          turn=self.turn_number if turn is None else turn, call_entry=call_entry)
         result = await self.tool.run({"request": request}, ctx)
         return result.content
+
+    async def call(self, request: str) -> tuple[int, str]:
+        """The memory tool called as the agent calls it: the call recorded as an entry first,
+        the tool told that entry, its result recorded after; returns ``(call entry, answer)``."""
+        import json
+
+        self.calls += 1
+        call_id = f"call_{self.calls}"
+        arguments = {"request": request}
+        call = await self.record("tool_call", json.dumps(arguments), audit_kind="tool.call", tool_name="memory",
+                                 tool_call_id=call_id, arguments=arguments)
+        answer = await self.ask(request, call_entry=call.number)
+        await self.record("tool_result", answer, audit_kind="tool.result", tool_name="memory", tool_call_id=call_id)
+        return call.number, answer
 
     def memory_events(self) -> list[dict]:
         return [e["payload"] for e in self.audit.iter_events() if e["kind"] == "context.memory"]
 
     async def close(self) -> None:
+        if self in LEFT_OPEN:
+            LEFT_OPEN.remove(self)
         self.audit.close()
         await self.store.close()
+
+
+#: Harnesses not closed yet. A test that fails before its ``close()`` would leave the store's
+#: connection thread running, and the test process would never exit; the autouse fixture in
+#: ``tests/conftest.py`` closes what is left (:func:`close_left_open`).
+LEFT_OPEN: list[Harness] = []
+
+
+def close_left_open() -> None:
+    """Close every harness a test left open (after a failure), each on a fresh event loop."""
+    import asyncio
+
+    while LEFT_OPEN:
+        h = LEFT_OPEN.pop()
+        try:
+            asyncio.run(h.close())
+        except Exception:
+            pass
 
 
 async def make_harness(tmp_path: Path, *, audit_enabled: bool = True, max_bytes: int = 10 * 1024 * 1024,
@@ -95,4 +130,6 @@ async def make_harness(tmp_path: Path, *, audit_enabled: bool = True, max_bytes:
     tool = build_registry(["read_file", "memory"], memory=binding).get("memory")
     assert isinstance(tool, MemoryTool)
     conv = await store.create_conversation(str(tmp_path))
-    return Harness(store, audit, notes, tool, tmp_path, conv.id)
+    h = Harness(store, audit, notes, tool, tmp_path, conv.id)
+    LEFT_OPEN.append(h)
+    return h

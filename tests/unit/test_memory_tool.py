@@ -110,7 +110,9 @@ async def test_a_conversation_notes_recalls_and_summarises_end_to_end(home, tmp_
         noted = [e for e in first if isinstance(e, ev.ToolResult) and e.name == "memory"]
         assert noted[0].content == "noted: entity release codename = BLUE HERON (a proposal until the person keeps it)"
         facts = {f.label: f for f in await FactBook(s.store, s.audit).current(s.conversation_id)}
-        assert facts["entity release codename"].source_label() == "model, noted, turn 1"
+        # the noted fact names the entry of the call that noted it, so its history has something to recall
+        call = next(e for e in first if isinstance(e, ev.ToolCall) and e.name == "memory")
+        assert facts["entity release codename"].source_label() == f"model, noted, turn 1, entry {call.entry}"
         read = next(e for e in first if isinstance(e, ev.ToolResult) and e.name == "read_file")
         srv.push(reply(tool_call("memory", {"request": f"recall entry {read.entry}"}), finish="tool_calls"),
                  reply(tool_call("memory", {"request": f"summarise entry {read.entry} overview"}), finish="tool_calls"),
@@ -128,8 +130,8 @@ async def test_a_conversation_notes_recalls_and_summarises_end_to_end(home, tmp_
         assert kinds.count("context.memory") == 3
         recorded = [e["payload"] for e in s.audit.iter_events() if e["kind"] == "fact.recorded"
                     and e["payload"]["method"] == "noted"]
-        assert [(p["subject"], p["name"], p["value"]) for p in recorded] == [
-            ("entity", "release codename", "BLUE HERON")]
+        assert [(p["subject"], p["name"], p["value"], p["entries"]) for p in recorded] == [
+            ("entity", "release codename", "BLUE HERON", [call.entry])]
         # each call is a tool.call and a tool.result too, with the context.memory event between them
         seq = [e["kind"] for e in s.audit.iter_events() if e["kind"] in ("tool.call", "tool.result", "context.memory")]
         assert seq[-6:] == ["tool.call", "context.memory", "tool.result"] * 2
